@@ -1,0 +1,107 @@
+"""ONNXLinker and the "ONNX" mode: PyTensor functions run on ONNX Runtime."""
+
+from functools import cache
+
+import numpy as np
+import onnx_ir as ir
+from pytensor.compile.mode import Mode
+from pytensor.graph.rewriting.db import RewriteDatabaseQuery
+from pytensor.link.basic import JITLinker
+
+from pt_onnxscript.translate import DEFAULT_OPSET, fgraph_to_model, min_ir_version
+
+
+class ONNXLinker(JITLinker):
+    """A Linker that translates the whole FunctionGraph to one ONNX model and runs it on ONNX Runtime."""
+
+    required_rewrites = ("minimum_compile", "onnx")
+    incompatible_rewrites = (
+        "cxx_only",
+        "BlasOpt",
+        "local_careduce_fusion",
+        "scan_save_mem_prealloc",
+        "scan_reduce_trace_prealloc",
+        "inplace",
+        "reuse_lu_decomposition_multiple_solves",
+        "scan_split_non_sequence_lu_decomposition_solve",
+    )
+
+    def __init__(self, opset: int = DEFAULT_OPSET, providers=("CPUExecutionProvider",), **kwargs):
+        self.opset = opset
+        self.providers = tuple(providers)
+        super().__init__(**kwargs)
+
+    def fgraph_convert(self, fgraph, input_storage, storage_map, **kwargs):
+        model = fgraph_to_model(fgraph, opset=self.opset)
+        session = inference_session(model, self.providers)
+        input_names = [value.name for value in model.graph.inputs]
+        dtypes = [var.type.dtype for var in fgraph.inputs]
+
+        def run(*args):
+            feeds = {
+                name: np.asarray(arg, dtype=dtype)
+                for name, arg, dtype in zip(input_names, args, dtypes, strict=True)
+            }
+            return session.run(None, feeds)
+
+        run.model = model
+        return run
+
+    def jit_compile(self, fn):
+        return fn
+
+    def create_thunk_inputs(self, storage_map):
+        return [storage_map[var] for var in self.fgraph.inputs]
+
+
+def inference_session(model: ir.Model, providers=("CPUExecutionProvider",)):
+    """An ONNX Runtime session for `model`."""
+    import onnxruntime as ort
+
+    proto = ir.serde.serialize_model(model)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(
+        proto.SerializeToString(), sess_options=options, providers=list(providers)
+    )
+
+
+def onnx_rewrites() -> RewriteDatabaseQuery:
+    """The rewrites graphs get before translation, as in mode "ONNX"."""
+    return RewriteDatabaseQuery(
+        include=["fast_run", *ONNXLinker.required_rewrites],
+        exclude=list(ONNXLinker.incompatible_rewrites),
+    )
+
+
+def onnx_mode(opset: int = DEFAULT_OPSET) -> Mode:
+    """Mode "ONNX" for a given opset."""
+    return Mode(linker=ONNXLinker(opset=opset), optimizer=RewriteDatabaseQuery(include=["fast_run"]))
+
+
+@cache
+def newest_opset() -> int:
+    """The newest opset that onnxscript, onnx and the installed ONNX Runtime all support."""
+    import onnx
+    from onnxscript.onnx_opset import all_opsets
+
+    scripted = max(version for domain, version in all_opsets if domain == "")
+    newest = DEFAULT_OPSET
+    for opset in range(DEFAULT_OPSET + 1, min(scripted, onnx.defs.onnx_opset_version()) + 1):
+        graph = ir.Graph(
+            inputs=[ir.val("x", ir.DataType.FLOAT, [1])],
+            outputs=[],
+            nodes=[],
+            opset_imports={"": opset},
+        )
+        node = ir.node("Identity", [graph.inputs[0]], num_outputs=1)
+        graph.append(node)
+        node.outputs[0].name, node.outputs[0].type = "y", ir.TensorType(ir.DataType.FLOAT)
+        node.outputs[0].shape = ir.Shape([1])
+        graph.outputs.append(node.outputs[0])
+        try:
+            inference_session(ir.Model(graph, ir_version=min_ir_version(opset)))
+        except Exception:
+            break
+        newest = opset
+    return newest

@@ -1,0 +1,17 @@
+"""Small helpers shared by translations."""
+
+from pt_onnxscript.types import onnx_dtype
+
+
+def out_dtype(node, i: int = 0):
+    """The ONNX dtype of output `i` of `node`."""
+    return onnx_dtype(node.outputs[i].type.dtype)
+
+
+def cast_inputs_to_output(op, node, inputs):
+    """Cast the inputs whose dtype differs from the output's (PyTensor's upcast) to it."""
+    target = node.outputs[0].type.dtype
+    return [
+        x if var.type.dtype == target else op.Cast(x, to=onnx_dtype(target))
+        for var, x in zip(node.inputs, inputs, strict=True)
+    ]

@@ -1,0 +1,53 @@
+"""Registries from PyTensor Op classes to their ONNX translations.
+
+A translation is called as ``translation(op, node, *inputs)``: ``op`` is the onnxscript
+op builder of the graph being built, ``node`` the PyTensor Apply node (a scalar Apply
+for scalar translations) and ``inputs`` the ONNX values of the node's inputs. It returns
+the ONNX value of the node's output, or a sequence of them for several outputs.
+"""
+
+from collections.abc import Callable
+
+from pytensor.graph.op import Op
+from pytensor.scalar.basic import ScalarOp
+
+Translation = Callable[..., object]
+
+_translations: dict[type, Translation] = {}
+_scalar_translations: dict[type, Translation] = {}
+
+
+def _registrar(table: dict[type, Translation], op_classes: tuple[type, ...]):
+    def decorator(translation: Translation) -> Translation:
+        for cls in op_classes:
+            if cls in table:
+                raise ValueError(f"{cls.__name__} already has a translation: {table[cls]}")
+            table[cls] = translation
+        return translation
+
+    return decorator
+
+
+def register(*op_classes: type[Op]):
+    """Register a translation for one or more PyTensor Op classes."""
+    return _registrar(_translations, op_classes)
+
+
+def register_scalar(*scalar_op_classes: type[ScalarOp]):
+    """Register a translation for scalar Op classes (used by Elemwise and Composite)."""
+    return _registrar(_scalar_translations, scalar_op_classes)
+
+
+def _lookup(table: dict[type, Translation], op) -> Translation | None:
+    for cls in type(op).__mro__:
+        if cls in table:
+            return table[cls]
+    return None
+
+
+def translation_for(op: Op) -> Translation | None:
+    return _lookup(_translations, op)
+
+
+def scalar_translation_for(scalar_op: ScalarOp) -> Translation | None:
+    return _lookup(_scalar_translations, scalar_op)

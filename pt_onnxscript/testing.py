@@ -1,0 +1,97 @@
+"""The comparison helper used by the test suite: mode "ONNX" and exported files vs PyTensor."""
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytensor
+from pytensor.compile.mode import Mode
+
+from pt_onnxscript.export import export_onnx
+from pt_onnxscript.linker import onnx_mode
+from pt_onnxscript.translate import DEFAULT_OPSET
+
+PY_MODE = Mode(linker="py", optimizer=None)
+
+TOLERANCES = {"float16": (1e-3, 1e-3), "float32": (1e-6, 1e-6), "float64": (1e-12, 1e-14)}
+
+
+def assert_same(actual, expected, *, rtol=None, atol=None, what="output"):
+    """Exact dtype and shape; values equal (floats within per-dtype tolerance, NaNs equal)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    if expected.dtype.kind == "f":
+        default_rtol, default_atol = TOLERANCES[expected.dtype.name]
+        np.testing.assert_allclose(
+            actual,
+            expected,
+            rtol=default_rtol if rtol is None else rtol,
+            atol=default_atol if atol is None else atol,
+            equal_nan=True,
+            err_msg=what,
+        )
+    else:
+        np.testing.assert_array_equal(actual, expected, err_msg=what)
+
+
+def compare_onnx_and_py(
+    graph_inputs: Sequence,
+    graph_outputs,
+    test_inputs: Sequence,
+    *,
+    opset: int = DEFAULT_OPSET,
+    rtol: float | None = None,
+    atol: float | None = None,
+    expected_ops: Sequence[str] | None = None,
+    forbidden_ops: Sequence[str] = (),
+):
+    """Compare mode "ONNX" and the exported file with PyTensor's Python linker.
+
+    Both must give PyTensor's dtypes and shapes exactly and its values (floats within
+    per-dtype tolerances). The exported model must pass the full ONNX check.
+    `expected_ops` lists op types that must all appear in the model, `forbidden_ops` op
+    types that must not. Returns the ONNX-mode function and its results.
+    """
+    single = not isinstance(graph_outputs, list | tuple)
+    outputs = [graph_outputs] if single else list(graph_outputs)
+    py_fn = pytensor.function(graph_inputs, outputs, mode=PY_MODE, on_unused_input="ignore")
+    expected = py_fn(*[np.copy(x) for x in test_inputs])
+
+    onnx_fn = pytensor.function(
+        graph_inputs, outputs, mode=onnx_mode(opset), on_unused_input="ignore"
+    )
+    results = onnx_fn(*[np.copy(x) for x in test_inputs])
+    for i, (res, exp) in enumerate(zip(results, expected, strict=True)):
+        assert_same(res, exp, rtol=rtol, atol=atol, what=f"mode ONNX output {i}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        export_onnx((graph_inputs, outputs), path, opset=opset)
+        onnx.checker.check_model(str(path), full_check=True)
+        model = onnx.load(str(path))
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in model.graph.input]
+    file_results = session.run(None, dict(zip(names, test_inputs, strict=True)))
+    for i, (res, exp) in enumerate(zip(file_results, expected, strict=True)):
+        assert_same(res, exp, rtol=rtol, atol=atol, what=f"exported file output {i}")
+
+    op_types = {node.op_type for node in _all_nodes(model.graph)}
+    for name in expected_ops or ():
+        assert name in op_types, f"{name} not in the exported model's ops {sorted(op_types)}"
+    for name in forbidden_ops:
+        assert name not in op_types, f"{name} in the exported model's ops {sorted(op_types)}"
+    return onnx_fn, results[0] if single else results
+
+
+def _all_nodes(graph):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attr.g)
+            for g in attr.graphs:
+                yield from _all_nodes(g)

@@ -1,0 +1,270 @@
+"""The graph walker: PyTensor FunctionGraph -> ONNX model through onnxscript's GraphBuilder."""
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from onnxscript import GraphBuilder
+from pytensor.graph.basic import Apply, Constant, Variable
+from pytensor.graph.fg import FunctionGraph
+from pytensor.scalar.basic import ScalarType
+from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.type import TensorType
+
+from pt_onnxscript.registry import scalar_translation_for, translation_for
+from pt_onnxscript.types import Dim, as_ir_tensor, check_tensor_variable, onnx_dtype, value_shape
+
+DEFAULT_OPSET = 18
+
+try:
+    __version__ = version("pt-onnxscript")
+except PackageNotFoundError:  # running from a source tree
+    __version__ = "0+unknown"
+
+
+class UnsupportedOpError(NotImplementedError):
+    """Raised, before anything is built, when a graph has Ops without an ONNX translation."""
+
+
+class TranslationError(RuntimeError):
+    """Raised when a registered translation fails on a node."""
+
+
+class _Builder(GraphBuilder):
+    """GraphBuilder of a model's main graph, caching its constants."""
+
+    def __init__(self, graph: ir.Graph):
+        super().__init__(graph)
+        self.pytensor_constants: dict[tuple, ir.Value] = {}
+
+
+def _label(node: Apply) -> str:
+    op = node.op
+    if isinstance(op, Elemwise):
+        return type(op.scalar_op).__name__
+    return type(op).__name__
+
+
+def _inner_nodes(op) -> list[Apply]:
+    fgraph = getattr(op, "fgraph", None)
+    return fgraph.toposort() if isinstance(fgraph, FunctionGraph) else []
+
+
+def _missing(node: Apply, scalar: bool = False) -> list[tuple[str, Apply]]:
+    op = node.op
+    if scalar:
+        found = scalar_translation_for(op) is not None
+        name = f"Elemwise({type(op).__name__})"
+    elif isinstance(op, Elemwise):
+        return _missing(op.scalar_op.make_node(*_scalar_inputs(node)), scalar=True)
+    else:
+        found = translation_for(op) is not None
+        name = type(op).__name__
+    if not found:
+        return [(name, node)]
+    return [m for inner in _inner_nodes(op) for m in _missing(inner, scalar)]
+
+
+def check_supported(nodes: Sequence[Apply]) -> None:
+    """Raise one UnsupportedOpError listing every Op of `nodes` that has no translation."""
+    missing = [m for node in nodes for m in _missing(node)]
+    if not missing:
+        return
+    counts = Counter(name for name, _ in missing)
+    examples = {}
+    for name, node in missing:
+        examples.setdefault(name, node)
+    lines = [
+        f"  - {name} ({counts[name]} node{'s' if counts[name] > 1 else ''}), "
+        f"e.g. {examples[name]}"
+        for name in counts
+    ]
+    raise UnsupportedOpError(
+        "The graph has Ops without an ONNX translation:\n"
+        + "\n".join(lines)
+        + "\nRewrite the graph to avoid them, or register a translation with "
+        "pt_onnxscript.register (see the README)."
+    )
+
+
+def _scalar_inputs(node: Apply) -> list[Variable]:
+    return [ScalarType(inp.type.dtype)() for inp in node.inputs]
+
+
+def scalar_node(node: Apply) -> Apply:
+    """The scalar Apply computing one element of Elemwise `node`."""
+    return node.op.scalar_op.make_node(*_scalar_inputs(node))
+
+
+def constant_value(op, var: Constant) -> ir.Value | None:
+    """The ONNX initializer holding constant `var` (None for non-tensor constants)."""
+    if not isinstance(var.type, TensorType | ScalarType):
+        return None
+    array = np.asarray(var.data, dtype=var.type.dtype)
+    key = (array.dtype.str, array.shape, array.tobytes())
+    root = op.builder.root
+    cache = root.pytensor_constants
+    if key not in cache:
+        name = f"const{len(cache)}" + (f"_{var.name}" if var.name else "")
+        cache[key] = root.initializer(as_ir_tensor(array, var.type.dtype, name), qualify=False)
+    return cache[key]
+
+
+def translate_node(op, node: Apply, inputs: Sequence[ir.Value | None], scalar: bool = False):
+    """Translate one node; returns the list of its output values."""
+    translation = (scalar_translation_for if scalar else translation_for)(node.op)
+    if translation is None:
+        check_supported([node])
+    try:
+        result = translation(op, node, *inputs)
+    except (UnsupportedOpError, TranslationError, TypeError):
+        raise
+    except Exception as err:
+        raise TranslationError(f"Translating {node} failed: {err}") from err
+    outputs = [result] if len(node.outputs) == 1 else list(result)
+    if len(outputs) != len(node.outputs):
+        raise TranslationError(
+            f"The translation of {node} returned {len(outputs)} values for "
+            f"{len(node.outputs)} outputs"
+        )
+    for var, value in zip(node.outputs, outputs, strict=True):
+        expected = getattr(var.type, "dtype", None)
+        if (
+            isinstance(value, ir.Value)
+            and value.dtype is not None
+            and expected in _CHECKED_DTYPES
+            and value.dtype != onnx_dtype(expected)
+        ):
+            raise TranslationError(
+                f"The translation of {node} gives {value.dtype} where PyTensor gives {expected}"
+            )
+    return outputs
+
+
+_CHECKED_DTYPES = frozenset(
+    ["bool", "float16", "float32", "float64"]
+    + [f"{s}int{b}" for s in ("", "u") for b in (8, 16, 32, 64)]
+)
+
+
+def translate_graph(
+    op,
+    nodes: Sequence[Apply],
+    values: dict[Variable, ir.Value | None],
+    scalar: bool = False,
+) -> dict[Variable, ir.Value | None]:
+    """Translate `nodes` in order, binding each output in `values` (inputs already bound).
+
+    Composite and OpFromGraph inner graphs are walked through this same function.
+    """
+    builder = op.builder
+    for index, node in enumerate(nodes):
+        inputs = [
+            values[var] if var in values else constant_value(op, var) for var in node.inputs
+        ]
+        builder.push_module(f"{index}_{_label(node)}", class_name=str(node.op))
+        try:
+            outputs = translate_node(op, node, inputs, scalar)
+        finally:
+            builder.pop_module()
+        values.update(zip(node.outputs, outputs, strict=True))
+    return values
+
+
+def translate_inner_graph(op, inner_inputs, inner_outputs, inner_nodes, outer_values, scalar=False):
+    """Inline an inner graph: bind its inputs to `outer_values`, return its output values."""
+    values = dict(zip(inner_inputs, outer_values, strict=True))
+    translate_graph(op, inner_nodes, values, scalar)
+    return [values[var] if var in values else constant_value(op, var) for var in inner_outputs]
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, suffix = name, 1
+    while candidate in taken:
+        candidate = f"{name}_{suffix}"
+        suffix += 1
+    taken.add(candidate)
+    return candidate
+
+
+def min_ir_version(opset: int) -> int:
+    return onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)])
+
+
+def fgraph_to_model(
+    fgraph: FunctionGraph,
+    *,
+    opset: int = DEFAULT_OPSET,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    dims: Mapping[str, Sequence[Dim]] | None = None,
+    baked: Mapping[Variable, np.ndarray] | None = None,
+    name: str = "pytensor_graph",
+) -> ir.Model:
+    """Translate `fgraph` into an ONNX model.
+
+    `baked` maps fgraph inputs to values stored as initializers instead of graph inputs;
+    `dims` maps input names to the names or sizes of their unknown dims.
+    """
+    nodes = fgraph.toposort()
+    check_supported(nodes)
+    for var in list(fgraph.inputs) + list(fgraph.outputs):
+        check_tensor_variable(var)
+    baked = baked or {}
+    dims = dict(dims or {})
+
+    taken: set[str] = set()
+    if input_names is None:
+        input_names = [var.name or f"input_{i}" for i, var in enumerate(fgraph.inputs)]
+    input_names = [_unique(n, taken) for n in input_names]
+    unknown = set(dims) - set(input_names)
+    if unknown:
+        raise ValueError(
+            f"dims names inputs {sorted(unknown)}, but the graph's inputs are {input_names}"
+        )
+
+    graph = ir.Graph(inputs=[], outputs=[], nodes=[], opset_imports={"": opset}, name=name)
+    builder = _Builder(graph)
+    op = builder.op
+    values: dict[Variable, ir.Value | None] = {}
+    for var, var_name in zip(fgraph.inputs, input_names, strict=True):
+        if var in baked:
+            tensor = as_ir_tensor(baked[var], var.type.dtype, var_name)
+            values[var] = builder.initializer(tensor, var_name, qualify=False)
+        else:
+            shape = value_shape(var, dims.get(var_name), var_name)
+            values[var] = builder.input(var_name, onnx_dtype(var.type.dtype), shape)
+
+    translate_graph(op, nodes, values)
+
+    if output_names is None:
+        output_names = [f"output_{i}" for i in range(len(fgraph.outputs))]
+    used: set[int] = set()
+    for i, (var, out_name) in enumerate(zip(fgraph.outputs, output_names, strict=True)):
+        value = values[var] if var in values else constant_value(op, var)
+        if value.producer() is None or id(value) in used:
+            value = op.Identity(value)
+        used.add(id(value))
+        _set_output_type(value, var)
+        builder.add_output(value, _unique(out_name, taken))
+
+    return ir.Model(
+        graph,
+        ir_version=min_ir_version(opset),
+        producer_name="pt_onnxscript",
+        producer_version=__version__,
+    )
+
+
+def _set_output_type(value: ir.Value, var: Variable) -> None:
+    value.type = ir.TensorType(onnx_dtype(var.type.dtype))
+    static = var.type.shape
+    inferred = value.shape
+    if inferred is not None and len(inferred) == len(static):
+        dims = [s if s is not None else d for s, d in zip(static, inferred.dims, strict=True)]
+    else:
+        dims = [s for s in static]
+    value.shape = ir.Shape(dims)

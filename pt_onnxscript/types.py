@@ -1,0 +1,91 @@
+"""Mapping of PyTensor types to ONNX types and shapes."""
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+from pytensor.graph.basic import Variable
+from pytensor.tensor.type import TensorType
+
+DTYPES = {
+    "bool": ir.DataType.BOOL,
+    "int8": ir.DataType.INT8,
+    "int16": ir.DataType.INT16,
+    "int32": ir.DataType.INT32,
+    "int64": ir.DataType.INT64,
+    "uint8": ir.DataType.UINT8,
+    "uint16": ir.DataType.UINT16,
+    "uint32": ir.DataType.UINT32,
+    "uint64": ir.DataType.UINT64,
+    "float16": ir.DataType.FLOAT16,
+    "float32": ir.DataType.FLOAT,
+    "float64": ir.DataType.DOUBLE,
+}
+
+Dim = int | str | None
+
+
+def onnx_dtype(dtype: str) -> ir.DataType:
+    """The ONNX element type of a PyTensor dtype."""
+    try:
+        return DTYPES[str(dtype)]
+    except KeyError:
+        raise TypeError(
+            f"dtype {dtype!r} has no ONNX counterpart in pt_onnxscript "
+            f"(supported: {', '.join(DTYPES)})"
+        ) from None
+
+
+def check_tensor_variable(var: Variable) -> None:
+    """Raise a TypeError naming `var` unless it is a tensor of a supported dtype."""
+    if not isinstance(var.type, TensorType):
+        raise TypeError(
+            f"Variable {var} of type {var.type} is not a tensor: ONNX export supports "
+            "tensor variables only (random generators, slices, sparse and typed-list "
+            "variables have no ONNX counterpart)."
+        )
+    if var.type.dtype not in DTYPES:
+        raise TypeError(
+            f"Variable {var} has dtype {var.type.dtype}, which ONNX export does not "
+            f"support (supported: {', '.join(DTYPES)})."
+        )
+
+
+def value_shape(var: Variable, dims: Sequence[Dim] | None, name: str) -> list[Dim]:
+    """The ONNX shape of graph input or output `var`.
+
+    Static PyTensor dims stay fixed; unknown dims get the user's int or name from
+    `dims`, or a symbolic name derived from `name`.
+    """
+    static = var.type.shape
+    if dims is None:
+        dims = [None] * len(static)
+    if len(dims) != len(static):
+        raise ValueError(
+            f"dims for {name!r} has {len(dims)} entries, but {name!r} has "
+            f"{len(static)} dimensions (static shape {static})."
+        )
+    shape: list[Dim] = []
+    for i, (known, given) in enumerate(zip(static, dims, strict=True)):
+        if known is not None:
+            if given is not None and given != known:
+                raise ValueError(
+                    f"dim {i} of {name!r} is {known} in the PyTensor graph; it cannot "
+                    f"be exported as {given!r}."
+                )
+            shape.append(known)
+        elif given is None:
+            shape.append(f"{name}_dim{i}")
+        elif isinstance(given, bool) or not isinstance(given, int | str):
+            raise TypeError(
+                f"dim {i} of {name!r} must be an int, a name or None, not {given!r}"
+            )
+        else:
+            shape.append(given)
+    return shape
+
+
+def as_ir_tensor(value, dtype: str, name: str | None = None) -> ir.Tensor:
+    """An ONNX tensor holding `value` in PyTensor dtype `dtype`."""
+    array = np.ascontiguousarray(np.asarray(value, dtype=dtype))
+    return ir.tensor(array, dtype=onnx_dtype(dtype), name=name)
