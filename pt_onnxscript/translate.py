@@ -50,7 +50,7 @@ def _label(node: Apply) -> str:
 
 def _inner_nodes(op) -> list[Apply]:
     fgraph = getattr(op, "fgraph", None)
-    return fgraph.toposort() if isinstance(fgraph, FunctionGraph) else []
+    return fgraph.toposort() if hasattr(fgraph, "toposort") else []
 
 
 def _missing(node: Apply, scalar: bool = False) -> list[tuple[str, Apply]]:
@@ -68,9 +68,9 @@ def _missing(node: Apply, scalar: bool = False) -> list[tuple[str, Apply]]:
     return [m for inner in _inner_nodes(op) for m in _missing(inner, scalar)]
 
 
-def check_supported(nodes: Sequence[Apply]) -> None:
+def check_supported(nodes: Sequence[Apply], scalar: bool = False) -> None:
     """Raise one UnsupportedOpError listing every Op of `nodes` that has no translation."""
-    missing = [m for node in nodes for m in _missing(node)]
+    missing = [m for node in nodes for m in _missing(node, scalar)]
     if not missing:
         return
     counts = Counter(name for name, _ in missing)
@@ -117,10 +117,10 @@ def translate_node(op, node: Apply, inputs: Sequence[ir.Value | None], scalar: b
     """Translate one node; returns the list of its output values."""
     translation = (scalar_translation_for if scalar else translation_for)(node.op)
     if translation is None:
-        check_supported([node])
+        check_supported([node], scalar)
     try:
         result = translation(op, node, *inputs)
-    except (UnsupportedOpError, TranslationError, TypeError):
+    except (UnsupportedOpError, TranslationError):
         raise
     except Exception as err:
         raise TranslationError(f"Translating {node} failed: {err}") from err

@@ -1,0 +1,223 @@
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytensor
+import pytensor.scalar as ps
+import pytensor.tensor as pt
+import pytest
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+from pytensor.tensor.elemwise import Elemwise
+
+from pt_onnxscript import (
+    DEFAULT_OPSET,
+    UnsupportedOpError,
+    export_onnx,
+    newest_opset,
+    onnx_export,
+)
+from pt_onnxscript.testing import assert_same
+
+
+def run(path_or_model, **feeds):
+    if isinstance(path_or_model, onnx.ModelProto):
+        path_or_model = path_or_model.SerializeToString()
+    session = ort.InferenceSession(path_or_model, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def dims_of(value_info):
+    return [d.dim_param or d.dim_value for d in value_info.type.tensor_type.shape.dim]
+
+
+def test_export_graph_writes_a_checked_model(tmp_path):
+    x = pt.matrix("x", shape=(None, 3))
+    path = tmp_path / "m.onnx"
+    model = export_onnx(([x], [pt.exp(x) + 1]), path)
+    onnx.checker.check_model(str(path), full_check=True)
+    assert onnx.load(str(path)) == model
+    assert model.producer_name == "pt_onnxscript"
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", DEFAULT_OPSET)]
+    assert model.ir_version <= 8
+    assert [i.name for i in model.graph.input] == ["x"]
+    assert dims_of(model.graph.input[0]) == ["x_dim0", 3]
+    xv = np.arange(6.0).reshape(2, 3)
+    (out,) = run(str(path), x=xv)
+    assert_same(out, np.exp(xv) + 1)
+
+
+def test_node_names_trace_back_to_pytensor_nodes():
+    x = pt.vector("x")
+    model = export_onnx(([x], [pt.exp(x) * 2]))
+    names = [n.name for n in model.graph.node]
+    assert any("Exp" in n for n in names) and any("Mul" in n for n in names)
+
+
+@pytest.mark.parametrize("opset", sorted({DEFAULT_OPSET, newest_opset()}))
+def test_opset_choice(opset):
+    x = pt.vector("x", dtype="float32")
+    model = export_onnx(([x], [x * 2]), opset=opset)
+    assert model.opset_import[0].version == opset
+    assert_same(run(model, x=np.ones(2, "float32"))[0], np.full(2, 2, "float32"))
+
+
+def test_dims_named_fixed_or_symbolic():
+    x = pt.tensor3("x", dtype="float32", shape=(None, None, 4))
+    model = export_onnx(([x], [x * 2]), dims={"x": ("batch", 5, 4)})
+    assert dims_of(model.graph.input[0]) == ["batch", 5, 4]
+    assert dims_of(model.graph.output[0]) == ["batch", 5, 4]
+    for batch in (0, 1, 7):
+        xv = np.ones((batch, 5, 4), "float32")
+        assert run(model, x=xv)[0].shape == (batch, 5, 4)
+    with pytest.raises(Exception, match="x"):
+        run(model, x=np.ones((2, 6, 4), "float32"))
+
+
+@pytest.mark.parametrize(
+    "dims, match",
+    [
+        ({"x": ("batch",)}, "has 1 entries"),
+        ({"x": ("batch", 3)}, "is 4 in the PyTensor graph"),
+        ({"y": ("batch", 4)}, "names inputs"),
+        ({"x": (1.5, 4)}, "must be an int, a name or None"),
+    ],
+)
+def test_bad_dims_are_reported(dims, match):
+    x = pt.matrix("x", shape=(None, 4))
+    with pytest.raises((ValueError, TypeError), match=match):
+        export_onnx(([x], [x + 1]), dims=dims)
+
+
+def test_shared_variables_baked_or_inputs():
+    w = pytensor.shared(np.array([1.0, 2.0]), name="w")
+    x = pt.vector("x")
+    baked = export_onnx(([x], [x * w]))
+    assert [i.name for i in baked.graph.input] == ["x"]
+    assert "w" in [init.name for init in baked.graph.initializer]
+    assert_same(run(baked, x=np.ones(2))[0], np.array([1.0, 2.0]))
+
+    kept = export_onnx(([x], [x * w]), shared="input")
+    assert [i.name for i in kept.graph.input] == ["x", "w"]
+    assert_same(run(kept, x=np.ones(2), w=np.array([3.0, 4.0]))[0], np.array([3.0, 4.0]))
+
+    with pytest.raises(ValueError, match="shared must be one of"):
+        export_onnx(([x], [x * w]), shared="copy")
+
+
+def test_compiled_function_with_updates_exports_new_values():
+    w = pytensor.shared(np.array([1.0, -1.0]), name="w")
+    x = pt.vector("x")
+    loss = x * w * x * w
+    f = pytensor.function([x], loss, updates={w: w - 0.5 * x})
+    model = export_onnx(f, shared="input", output_names=["loss"])
+    assert [o.name for o in model.graph.output] == ["loss", "w_updated"]
+    xv, wv = np.array([2.0, 3.0]), np.array([1.0, -1.0])
+    loss_v, new_w = run(model, x=xv, w=wv)
+    assert_same(loss_v, f(xv))
+    assert_same(new_w, wv - 0.5 * xv)
+    assert_same(new_w, w.get_value())
+
+
+def test_export_function_compiled_in_default_mode(tmp_path):
+    x = pt.matrix("x", dtype="float32", shape=(None, 3))
+    f = pytensor.function([x], [pt.exp(x) * 2 - x])
+    xv = np.linspace(-1, 1, 6, dtype="float32").reshape(2, 3)
+    export_onnx(f, tmp_path / "f.onnx")
+    assert_same(run(str(tmp_path / "f.onnx"), x=xv)[0], f(xv)[0])
+
+
+class Custom(Op):
+    def make_node(self, x):
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = inputs[0]
+
+
+class CustomScalar(ps.UnaryScalarOp):
+    def impl(self, x):
+        return x
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        return f"{outputs[0]} = {inputs[0]};"
+
+
+def test_every_unsupported_op_is_reported_at_once():
+    x = pt.vector("x")
+    custom_elemwise = Elemwise(CustomScalar(ps.upgrade_to_float, name="custom_scalar"))
+    graph = Custom()(Custom()(x)) + custom_elemwise(x)
+    with pytest.raises(UnsupportedOpError) as info:
+        export_onnx(([x], [graph]))
+    message = str(info.value)
+    assert "Custom (2 nodes)" in message
+    assert "Elemwise(CustomScalar) (1 node)" in message
+    assert "pt_onnxscript.register" in message
+
+
+def test_unsupported_composite_member_is_reported():
+    x = pt.vector("x")
+    custom = CustomScalar(ps.upgrade_to_float, name="custom_scalar")
+    xs = ps.float64("xs")
+    composite = Elemwise(ps.Composite([xs], [custom(xs) + 1]))
+    with pytest.raises(UnsupportedOpError, match=r"Elemwise\(CustomScalar\)"):
+        export_onnx(([x], [composite(x)]))
+
+
+def test_non_tensor_input_is_a_type_error_naming_it():
+    z = pt.vector("z", dtype="complex128")
+    with pytest.raises(TypeError, match="z.*complex128"):
+        export_onnx(([z], [z + z]))
+
+
+def test_bad_source_is_a_type_error():
+    with pytest.raises(TypeError, match="compiled pytensor.function or an"):
+        export_onnx(lambda x: x)
+
+
+def test_decorator_with_named_and_fixed_dims(tmp_path):
+    @onnx_export(x=("float32", ("batch", 3)), scale=pt.scalar(dtype="float32"))
+    def affine(x, scale):
+        return pt.exp(x) * scale, x + 1
+
+    assert [i.name for i in affine.model.graph.input] == ["x", "scale"]
+    assert dims_of(affine.model.graph.input[0]) == ["batch", 3]
+    assert dims_of(affine.model.graph.output[0]) == ["batch", 3]
+    onnx.checker.check_model(affine.model, full_check=True)
+    xv = np.ones((4, 3), "float32")
+    out, plus = affine(xv, np.float32(2))
+    assert_same(out, np.exp(xv) * np.float32(2))
+    assert_same(plus, xv + 1)
+    affine.save(tmp_path / "affine.onnx")
+    assert_same(run(str(tmp_path / "affine.onnx"), x=xv, scale=np.array(2, "float32"))[0], out)
+
+
+def test_decorator_single_output_and_keyword_call():
+    @onnx_export(x=pt.vector("ignored", dtype="float64"))
+    def double(x):
+        return x * 2
+
+    assert [i.name for i in double.model.graph.input] == ["x"]
+    assert_same(double(x=[1.0, 2.0]), np.array([2.0, 4.0]))
+
+
+def test_decorator_rejects_bad_specs_and_inputs():
+    with pytest.raises(TypeError, match=r"missing: \['y'\]"):
+
+        @onnx_export(x=("float32", (3,)))
+        def f(x, y):
+            return x + y
+
+    with pytest.raises(TypeError, match="must be a PyTensor variable"):
+
+        @onnx_export(x="float32")
+        def g(x):
+            return x
+
+    @onnx_export(x=("float32", (None, 3)))
+    def h(x):
+        return x * 2
+
+    with pytest.raises(TypeError, match=r"'x' is float32, got float64.*astype"):
+        h(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"'x' has shape \(2, 4\)"):
+        h(np.ones((2, 4), "float32"))

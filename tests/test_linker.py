@@ -1,0 +1,80 @@
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from pytensor.compile.mode import Mode, get_mode
+
+from pt_onnxscript import ONNXLinker
+from pt_onnxscript.testing import assert_same, compare_onnx_and_py
+
+
+def test_mode_onnx_is_registered():
+    mode = get_mode("ONNX")
+    assert isinstance(mode.linker, ONNXLinker)
+    x = pt.vector("x")
+    f = pytensor.function([x], pt.exp(x), mode="ONNX")
+    assert_same(f(np.array([0.0, 1.0])), np.exp([0.0, 1.0]))
+
+
+def test_mode_rebuilt_from_linker_and_optimizer_keeps_onnx_rewrites():
+    """PyMC rebuilds modes as Mode(linker, optimizer): the ONNX rewrite choices must survive."""
+    onnx = get_mode("ONNX")
+    rebuilt = Mode(linker=onnx.linker, optimizer=onnx.provided_optimizer)
+    x = pt.vector("x")
+    f = pytensor.function([x], [x + 1, pt.exp(x + 1)], mode=rebuilt)
+    assert not any(node.op.destroy_map for node in f.maker.fgraph.apply_nodes)
+    assert_same(f(np.ones(2))[1], np.exp(np.full(2, 2.0)))
+
+
+def test_sgd_steps_match_default_mode():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.3
+
+    def train(mode):
+        w = pytensor.shared(np.zeros(3), name="w")
+        b = pytensor.shared(np.array(0.0), name="b")
+        xs, ys = pt.matrix("xs"), pt.vector("ys")
+        loss = ((xs @ w + b - ys) ** 2).mean()
+        gw, gb = pytensor.grad(loss, [w, b])
+        step = pytensor.function(
+            [xs, ys], loss, updates={w: w - 0.1 * gw, b: b - 0.1 * gb}, mode=mode
+        )
+        losses = [step(X, y) for _ in range(10)]
+        return losses, w.get_value(), b.get_value()
+
+    onnx_losses, onnx_w, onnx_b = train("ONNX")
+    ref_losses, ref_w, ref_b = train(None)
+    assert onnx_losses[-1] < onnx_losses[0]
+    for got, expected in zip(onnx_losses + [onnx_w, onnx_b], ref_losses + [ref_w, ref_b]):
+        assert_same(np.asarray(got), np.asarray(expected))
+
+
+def test_multiple_outputs_0d_inputs_and_constants():
+    x = pt.vector("x", dtype="float32")
+    s = pt.scalar("s", dtype="int64")
+    outputs = [x, pt.constant(np.array([1, 2], dtype="int8")), s, x * 2, x * 2, s * 3]
+    compare_onnx_and_py([x, s], outputs, [np.array([1.5, 2.5], "float32"), np.array(4)])
+
+
+def test_exact_output_dtypes():
+    x = pt.vector("x", dtype="int8")
+    f = pytensor.function([x], [x + x, pt.cast(x, "bool"), x / x, pt.cast(x, "float16")], mode="ONNX")
+    results = f(np.array([1, 2], "int8"))
+    assert [r.dtype for r in results] == ["int8", "bool", "float32", "float16"]
+
+
+def test_shared_inputs_change_between_calls():
+    w = pytensor.shared(np.array([1.0, 2.0]), name="w")
+    x = pt.vector("x")
+    f = pytensor.function([x], x * w, mode="ONNX")
+    assert_same(f(np.ones(2)), np.array([1.0, 2.0]))
+    w.set_value(np.array([5.0, 6.0]))
+    assert_same(f(np.ones(2)), np.array([5.0, 6.0]))
+
+
+def test_input_with_wrong_shape_raises_instead_of_guessing():
+    x = pt.vector("x", shape=(3,))
+    f = pytensor.function([x], x + 1, mode="ONNX")
+    with pytest.raises(Exception):
+        f(np.ones(4))
