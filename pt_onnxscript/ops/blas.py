@@ -1,0 +1,45 @@
+"""BLAS ops of PyTensor's C graphs: Gemv, Gemm, Ger, Dot22, Dot22Scalar, BatchedDot."""
+
+import numpy as np
+from pytensor.graph.basic import Constant
+from pytensor.tensor.blas import BatchedDot, Dot22, Dot22Scalar, Gemm, Gemv, Ger
+
+from pt_onnxscript.ops.math import matmul
+from pt_onnxscript.registry import register
+
+
+def is_zero(var):
+    return isinstance(var, Constant) and np.all(var.data == 0)
+
+
+@register(Gemv)
+def gemv(op, node, y, alpha, A, x, beta):
+    """Gemv -> beta * y + alpha * (A @ x); y is not read when beta is 0."""
+    product = op.Mul(alpha, op.MatMul(A, x))
+    return product if is_zero(node.inputs[4]) else op.Add(op.Mul(beta, y), product)
+
+
+@register(Gemm)
+def gemm(op, node, z, a, x, y, b):
+    """Gemm -> b * z + a * (x @ y); z is not read when b is 0."""
+    product = op.Mul(a, op.MatMul(x, y))
+    return product if is_zero(node.inputs[4]) else op.Add(op.Mul(b, z), product)
+
+
+@register(Ger)
+def ger(op, node, A, alpha, x, y):
+    """Ger -> A + alpha * outer(x, y)."""
+    outer = op.Mul(op.Unsqueeze(x, op.Constant(value_ints=[1])), op.Unsqueeze(y, op.Constant(value_ints=[0])))
+    return op.Add(A, op.Mul(alpha, outer))
+
+
+@register(Dot22, BatchedDot)
+def dot22(op, node, x, y):
+    """Dot22, BatchedDot -> MatMul."""
+    return matmul(op, node, x, y)
+
+
+@register(Dot22Scalar)
+def dot22_scalar(op, node, x, y, a):
+    """Dot22Scalar -> a * (x @ y)."""
+    return op.Mul(a, matmul(op, node, x, y))

@@ -1,0 +1,23 @@
+"""DeepCopyOp, ViewOp and the other TypeCastingOps, OpFromGraph."""
+
+from pytensor.compile.builders import OpFromGraph
+from pytensor.compile.ops import DeepCopyOp, TypeCastingOp
+
+from pt_onnxscript.registry import register
+from pt_onnxscript.translate import translate_inner_graph
+
+
+@register(DeepCopyOp, TypeCastingOp)
+def identity(op, node, x):
+    """DeepCopyOp, ViewOp -> Identity."""
+    return op.Identity(x)
+
+
+@register(OpFromGraph)
+def op_from_graph(op, node, *inputs):
+    """OpFromGraph -> its inner graph, inlined."""
+    ofg = node.op
+    outputs = translate_inner_graph(
+        op, ofg.inner_inputs, ofg.inner_outputs, ofg.fgraph.toposort(), inputs
+    )
+    return outputs[0] if len(outputs) == 1 else outputs
