@@ -4,6 +4,7 @@ import numpy as np
 from pytensor.graph.basic import Constant
 from pytensor.tensor.blas import BatchedDot, Dot22, Dot22Scalar, Gemm, Gemv, Ger
 
+from pt_onnxscript.ops.common import cast_inputs_to_output
 from pt_onnxscript.ops.math import matmul
 from pt_onnxscript.registry import register
 
@@ -13,22 +14,25 @@ def is_zero(var):
 
 
 @register(Gemv)
-def gemv(op, node, y, alpha, A, x, beta):
+def gemv(op, node, *inputs):
     """Gemv -> beta * y + alpha * (A @ x); y is not read when beta is 0."""
+    y, alpha, A, x, beta = cast_inputs_to_output(op, node, inputs)
     product = op.Mul(alpha, op.MatMul(A, x))
     return product if is_zero(node.inputs[4]) else op.Add(op.Mul(beta, y), product)
 
 
 @register(Gemm)
-def gemm(op, node, z, a, x, y, b):
+def gemm(op, node, *inputs):
     """Gemm -> b * z + a * (x @ y); z is not read when b is 0."""
+    z, a, x, y, b = cast_inputs_to_output(op, node, inputs)
     product = op.Mul(a, op.MatMul(x, y))
     return product if is_zero(node.inputs[4]) else op.Add(op.Mul(b, z), product)
 
 
 @register(Ger)
-def ger(op, node, A, alpha, x, y):
+def ger(op, node, *inputs):
     """Ger -> A + alpha * outer(x, y)."""
+    A, alpha, x, y = cast_inputs_to_output(op, node, inputs)
     outer = op.Mul(op.Unsqueeze(x, op.Constant(value_ints=[1])), op.Unsqueeze(y, op.Constant(value_ints=[0])))
     return op.Add(A, op.Mul(alpha, outer))
 
@@ -42,4 +46,4 @@ def dot22(op, node, x, y):
 @register(Dot22Scalar)
 def dot22_scalar(op, node, x, y, a):
     """Dot22Scalar -> a * (x @ y)."""
-    return op.Mul(a, matmul(op, node, x, y))
+    return op.Mul(cast_inputs_to_output(op, node, [x, y, a])[2], matmul(op, node, x, y))

@@ -18,10 +18,13 @@ REDUCTIONS = {
     ps.AND: "ReduceMin",
     ps.OR: "ReduceMax",
 }
-NATIVE = {"ReduceSum": {"int32", "int64", "uint32", "uint64", "float16", "float32", "float64"}}
-NATIVE["ReduceProd"] = NATIVE["ReduceSum"]
-NATIVE["ReduceMax"] = NATIVE["ReduceMin"] = NATIVE["ReduceSum"] | {"int8", "uint8"}
-WIDER = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "uint32", "uint16": "uint32"}
+# Dtypes ORT's CPU kernels lack, and the wider dtype that computes them exactly:
+# modular for sums and products (same bits), order-preserving for max, min and argmax.
+MODULAR = {"bool": "int64", "int8": "int64", "int16": "int64"} | {
+    f"uint{b}": "int64" for b in (8, 16, 32, 64)
+}
+ORDERED = {"bool": "int32", "int16": "int32", "uint16": "int32", "uint32": "int64"}
+WIDER = {"ReduceSum": MODULAR, "ReduceProd": MODULAR, "ReduceMax": ORDERED, "ReduceMin": ORDERED}
 
 
 def reduce_axes(op, node):
@@ -43,8 +46,9 @@ def careduce(op, node, x):
     if node.op.axis == () or node.inputs[0].type.ndim == 0:
         return op.Cast(x, to=out_dtype(node))
     acc = getattr(node.op, "acc_dtype", None) or node.outputs[0].type.dtype
-    if acc not in NATIVE[name]:
-        acc = WIDER.get(acc, acc)
+    acc = WIDER[name].get(acc, acc)
+    if acc == "uint64":
+        raise TypeError(f"{node.op} of uint64 has no exact ONNX translation")
     if isinstance(node.op, ProdWithoutZeros):
         x = op.Where(op.Equal(x, op.CastLike(0, x)), op.CastLike(1, x), x)
     if in_dtype != acc:
@@ -67,8 +71,10 @@ def argmax(op, node, x, *axis_input):
     ndim = node.inputs[0].type.ndim
     axes = list(range(ndim)) if node.op.axis is None else list(node.op.axis)
     dtype = node.inputs[0].type.dtype
-    if dtype in WIDER:
-        x = op.Cast(x, to=onnx_dtype(WIDER[dtype]))
+    if dtype == "uint64":
+        raise TypeError(f"{node.op} of uint64 has no exact ONNX translation")
+    if dtype in ORDERED:
+        x = op.Cast(x, to=onnx_dtype(ORDERED[dtype]))
     if len(axes) == 1:
         return op.ArgMax(x, axis=axes[0], keepdims=0)
     kept = [d for d in range(ndim) if d not in axes]
