@@ -1,3 +1,14 @@
 """Translations, one module per PyTensor op family; importing this registers them all."""
 
-from pt_onnxscript.ops import elemwise, scalar  # noqa: F401
+from pt_onnxscript.ops import (  # noqa: F401
+    basic,
+    blas,
+    compile,
+    elemwise,
+    math,
+    raise_op,
+    scalar,
+    scalar_math,
+    shape,
+    special,
+)

@@ -1,5 +1,9 @@
 """Small helpers shared by translations."""
 
+import numpy as np
+from pytensor.tensor import constant as tensor_constant
+
+from pt_onnxscript.translate import constant_value
 from pt_onnxscript.types import onnx_dtype
 
 
@@ -15,3 +19,8 @@ def cast_inputs_to_output(op, node, inputs):
         x if var.type.dtype == target else op.Cast(x, to=onnx_dtype(target))
         for var, x in zip(node.inputs, inputs, strict=True)
     ]
+
+
+def constant(op, value, dtype: str):
+    """A constant of PyTensor dtype `dtype`, shared with the graph's other constants."""
+    return constant_value(op, tensor_constant(np.asarray(value, dtype=dtype)))
