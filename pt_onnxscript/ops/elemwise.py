@@ -15,14 +15,17 @@ def elemwise(op, node, *inputs):
 
 @register(DimShuffle)
 def dimshuffle(op, node, x):
-    """DimShuffle -> Squeeze(drop) + Transpose(shuffle) + Unsqueeze(augment)."""
+    """DimShuffle -> Squeeze(dropped dims), Transpose(kept dims), Unsqueeze(new dims)."""
     ds = node.op
     if ds.drop:
         x = op.Squeeze(x, op.Constant(value_ints=list(ds.drop)))
-    if list(ds.shuffle) != sorted(ds.shuffle):
-        x = op.Transpose(x, perm=list(ds.shuffle))
+    # ds.shuffle numbers the kept dims as in the input; after Squeeze they count from 0.
+    kept = sorted(ds.shuffle)
+    perm = [kept.index(dim) for dim in ds.shuffle]
+    if perm != sorted(perm):
+        x = op.Transpose(x, perm=perm)
     if ds.augment:
         x = op.Unsqueeze(x, op.Constant(value_ints=list(ds.augment)))
-    if not (ds.drop or ds.augment) and list(ds.shuffle) == sorted(ds.shuffle):
+    if not (ds.drop or ds.augment) and perm == sorted(perm):
         x = op.Identity(x)
     return x

@@ -1,69 +1,541 @@
-"""Scalar ops, used by Elemwise and Composite."""
+"""Scalar ops of pytensor.scalar.basic, used by Elemwise and Composite.
 
+PyTensor evaluates these with NumPy ufuncs on the raw inputs and casts the result to the
+output dtype; the translations reproduce that, in the dtype PyTensor upcasts the inputs to.
+Where ONNX Runtime has no CPU kernel for a dtype, the translation computes in a dtype that
+holds every value exactly (or has the same bits) and casts back.
+"""
+
+import math
 from functools import reduce
+from typing import TypeVar, Union
 
+import numpy as np
+import onnx_ir as ir
 import pytensor.scalar.basic as ps
+from onnxscript import (
+    DOUBLE,
+    FLOAT,
+    FLOAT16,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    UINT8,
+    UINT16,
+    UINT32,
+    UINT64,
+    script,
+)
+from onnxscript import opset18 as op18
+from pytensor.graph.traversal import ancestors
 
+from pt_onnxscript.ops.common import cast_inputs_to_output
 from pt_onnxscript.registry import register_scalar
 from pt_onnxscript.translate import translate_inner_graph
-from pt_onnxscript.ops.common import cast_inputs_to_output, out_dtype
+from pt_onnxscript.types import onnx_dtype
+
+TFloat = TypeVar("TFloat", bound=Union[FLOAT16, FLOAT, DOUBLE])
+TSigned = TypeVar("TSigned", bound=Union[INT8, INT32, INT64])
+TUnsigned = TypeVar("TUnsigned", bound=Union[UINT8, UINT16, UINT32, UINT64])
+TInt = TypeVar("TInt", bound=Union[INT8, INT16, INT32, INT64, UINT8, UINT16, UINT32, UINT64])
+
+FLOATS = ("float16", "float32", "float64")
+SIGNED = ("int8", "int16", "int32", "int64")
+UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
+
+# ONNX Runtime's CPU kernels missing for some dtypes: the dtype each op computes in instead.
+# Where: no bool/int16/uint16/uint64 (uint64 -> int64 keeps the bits).
+WHERE_DTYPE = {"bool": "uint8", "int16": "int32", "uint16": "uint32", "uint64": "int64"}
+# Less, Greater, LessOrEqual, GreaterOrEqual: no bool.
+ORDER_DTYPE = {"bool": "uint8"}
+# Max, Min: no int16/uint16.
+EXTREMUM_DTYPE = {"int16": "int32", "uint16": "uint32"}
+# The signed floor division below uses Where: no int16; bools divide as int8 like NumPy.
+SIGNED_DIV_DTYPE = {"bool": "int8", "int16": "int32"}
+
+
+def _dtype(var) -> str:
+    return var.type.dtype
+
+
+def _cast(op, x, src: str, dst: str):
+    """`x`, of PyTensor dtype `src`, as dtype `dst`."""
+    return x if src == dst else op.Cast(x, to=onnx_dtype(dst))
+
+
+def _const(op, value, dtype: str):
+    """A 0-d constant of PyTensor dtype `dtype`."""
+    return op.Constant(value=ir.tensor(np.asarray(value, dtype=dtype)))
+
+
+def _where(op, cond, a, b, dtype: str):
+    """Where(cond, a, b) for values of PyTensor dtype `dtype`."""
+    via = WHERE_DTYPE.get(dtype, dtype)
+    return _cast(op, op.Where(cond, _cast(op, a, dtype, via), _cast(op, b, dtype, via)), via, dtype)
+
+
+def _entry(table: dict, scalar_op):
+    """The entry of `table` for the class of `scalar_op` or its nearest base class."""
+    return next(table[cls] for cls in type(scalar_op).__mro__ if cls in table)
+
+
+def _never(op, x):
+    """All False, shaped like `x` (an integer is never NaN nor infinite)."""
+    return op.Not(op.Equal(x, x))
+
+
+# ---------------------------------------------------------------- comparisons
+
+_COMPARISONS = {
+    ps.LT: "Less",
+    ps.GT: "Greater",
+    ps.LE: "LessOrEqual",
+    ps.GE: "GreaterOrEqual",
+    ps.EQ: "Equal",
+    ps.NEQ: "Equal",
+}
+
+
+@register_scalar(*_COMPARISONS)
+def comparison(op, node, x, y):
+    """LT, GT, LE, GE, EQ, NEQ -> Less, Greater, LessOrEqual, GreaterOrEqual, Equal, Not(Equal)."""
+    name = _entry(_COMPARISONS, node.op)
+    dx, dy = _dtype(node.inputs[0]), _dtype(node.inputs[1])
+    if "uint64" in (dx, dy) and {dx, dy} & set(SIGNED):
+        result = _compare_signed_with_uint64(op, name, x, y, dx, dy)
+    else:
+        common = ps.upcast(dx, dy)
+        if name != "Equal":
+            common = ORDER_DTYPE.get(common, common)
+        result = getattr(op, name)(_cast(op, x, dx, common), _cast(op, y, dy, common))
+    return op.Not(result) if isinstance(node.op, ps.NEQ) else result
+
+
+def _compare_signed_with_uint64(op, name, x, y, dx, dy):
+    """Compare a signed integer with a uint64 exactly, as NumPy does (their upcast is float64)."""
+    signed_first = dx in SIGNED
+    signed, signed_dtype = (x, dx) if signed_first else (y, dy)
+    negative = op.Less(signed, _const(op, 0, signed_dtype))
+    as_uint = getattr(op, name)(_cast(op, x, dx, "uint64"), _cast(op, y, dy, "uint64"))
+    # A negative signed value is below every uint64.
+    if name != "Equal" and (name in ("Less", "LessOrEqual")) == signed_first:
+        return op.Or(negative, as_uint)
+    return op.And(op.Not(negative), as_uint)
+
+
+@register_scalar(ps.IsNan)
+def isnan(op, node, x):
+    """IsNan -> IsNaN; integers are never NaN."""
+    return op.IsNaN(x) if _dtype(node.inputs[0]) in FLOATS else _never(op, x)
+
+
+@register_scalar(ps.IsInf)
+def isinf(op, node, x):
+    """IsInf -> IsInf; integers are never infinite."""
+    dtype = _dtype(node.inputs[0])
+    if dtype not in FLOATS:
+        return _never(op, x)
+    # IsInf has a float16 kernel only from opset 20.
+    return op.IsInf(_cast(op, x, dtype, "float32") if dtype == "float16" else x)
+
+
+@register_scalar(ps.Switch)
+def switch(op, node, cond, a, b):
+    """Switch -> Where(cond != 0, a, b) in the output dtype."""
+    out = _dtype(node.outputs[0])
+    cond = _cast(op, cond, _dtype(node.inputs[0]), "bool")
+    a, b = (_cast(op, v, _dtype(var), out) for v, var in zip((a, b), node.inputs[1:]))
+    return _where(op, cond, a, b, out)
+
+
+# ---------------------------------------------------------------- bitwise
+
+_BITWISE = {ps.OR: ("Or", "BitwiseOr"), ps.XOR: ("Xor", "BitwiseXor"), ps.AND: ("And", "BitwiseAnd")}
+
+
+@register_scalar(*_BITWISE)
+def bitwise(op, node, x, y):
+    """OR, XOR, AND -> Or, Xor, And on bools; BitwiseOr, BitwiseXor, BitwiseAnd on integers."""
+    logical, bitwise_name = _entry(_BITWISE, node.op)
+    name = logical if _dtype(node.outputs[0]) == "bool" else bitwise_name
+    return getattr(op, name)(*cast_inputs_to_output(op, node, [x, y]))
+
+
+@register_scalar(ps.Invert)
+def invert(op, node, x):
+    """Invert -> Not on bools, BitwiseNot on integers."""
+    return op.Not(x) if _dtype(node.outputs[0]) == "bool" else op.BitwiseNot(x)
+
+
+# ---------------------------------------------------------------- arithmetic
+
+
+@register_scalar(ps.Maximum, ps.Minimum)
+def extremum(op, node, x, y):
+    """Maximum, Minimum -> Max, Min (both propagate NaN, like NumPy); Or, And on bools."""
+    out = _dtype(node.outputs[0])
+    x, y = cast_inputs_to_output(op, node, [x, y])
+    is_max = isinstance(node.op, ps.Maximum)
+    if out == "bool":
+        return op.Or(x, y) if is_max else op.And(x, y)
+    via = EXTREMUM_DTYPE.get(out, out)
+    result = (op.Max if is_max else op.Min)(_cast(op, x, out, via), _cast(op, y, out, via))
+    return _cast(op, result, via, out)
 
 
 @register_scalar(ps.Add)
 def add(op, node, *inputs):
-    return reduce(op.Add, cast_inputs_to_output(op, node, inputs))
+    """Add -> a chain of Add (Or on bools)."""
+    binary = op.Or if _dtype(node.outputs[0]) == "bool" else op.Add
+    return reduce(binary, cast_inputs_to_output(op, node, inputs))
 
 
 @register_scalar(ps.Mul)
 def mul(op, node, *inputs):
-    return reduce(op.Mul, cast_inputs_to_output(op, node, inputs))
+    """Mul -> a chain of Mul (And on bools)."""
+    binary = op.And if _dtype(node.outputs[0]) == "bool" else op.Mul
+    return reduce(binary, cast_inputs_to_output(op, node, inputs))
 
 
 @register_scalar(ps.Sub)
 def sub(op, node, x, y):
+    """Sub -> Sub."""
     return op.Sub(*cast_inputs_to_output(op, node, [x, y]))
 
 
 @register_scalar(ps.TrueDiv)
 def true_div(op, node, x, y):
+    """TrueDiv -> Div in the float output dtype (floatX for two integers)."""
     return op.Div(*cast_inputs_to_output(op, node, [x, y]))
 
 
-@register_scalar(ps.Neg)
-def neg(op, node, x):
-    return op.Neg(x)
+@script()
+def float_floor_divide(a: TFloat, b: TFloat) -> TFloat:
+    """NumPy's float a // b (npy_floor_divide): fmod-based, snapped, with NumPy's signed zeros."""
+    zero = op18.CastLike(0, a)
+    one = op18.CastLike(1, a)
+    mod = op18.Mod(a, b, fmod=1)
+    div = op18.Div(op18.Sub(a, mod), b)
+    wrong_sign = op18.And(
+        op18.Not(op18.Equal(mod, zero)), op18.Xor(op18.Less(b, zero), op18.Less(mod, zero))
+    )
+    div = op18.Where(wrong_sign, op18.Sub(div, one), div)
+    floor = op18.Floor(div)
+    snapped = op18.Where(
+        op18.Greater(op18.Sub(div, floor), op18.CastLike(0.5, a)), op18.Add(floor, one), floor
+    )
+    quotient = op18.Div(a, b)
+    signed_zero = op18.Mul(quotient, zero)  # copysign(0, a / b), or NaN where div is NaN
+    # ORT's Where turns a -0.0 from its second input into +0.0 (not from its third).
+    result = op18.Where(op18.Greater(op18.Abs(div), zero), snapped, signed_zero)
+    return op18.Where(op18.Equal(b, zero), quotient, result)
 
 
-@register_scalar(ps.Exp)
-def exp(op, node, x):
-    return op.Exp(cast_inputs_to_output(op, node, [x])[0])
+@script()
+def float_remainder(a: TFloat, b: TFloat) -> TFloat:
+    """NumPy's float a % b (npy_remainder): fmod moved to the divisor's sign."""
+    zero = op18.CastLike(0, a)
+    mod = op18.Mod(a, b, fmod=1)
+    wrong_sign = op18.And(
+        op18.Not(op18.Equal(mod, zero)), op18.Xor(op18.Less(b, zero), op18.Less(mod, zero))
+    )
+    signed_zero = op18.Mul(op18.Sign(b), zero)  # copysign(0, b)
+    # ORT's Where turns a -0.0 from its second input into +0.0 (not from its third).
+    nonzero = op18.Or(op18.IsNaN(mod), op18.Greater(op18.Abs(mod), zero))
+    result = op18.Where(wrong_sign, op18.Add(mod, b), op18.Where(nonzero, mod, signed_zero))
+    return op18.Where(op18.Equal(b, zero), mod, result)
 
 
-@register_scalar(ps.Log)
-def log(op, node, x):
-    return op.Log(cast_inputs_to_output(op, node, [x])[0])
+@script()
+def signed_floor_divide(n: TSigned, d: TSigned) -> TSigned:
+    """NumPy's signed integer n // d: floored; n // 0 is 0 and MIN // -1 wraps to MIN."""
+    zero = op18.CastLike(0, n)
+    one = op18.CastLike(1, n)
+    by_zero = op18.Equal(d, zero)
+    by_minus_one = op18.Equal(d, op18.Neg(one))
+    # Div traps on a zero divisor and on MIN / -1.
+    safe = op18.Where(op18.Or(by_zero, by_minus_one), one, d)
+    q = op18.Div(n, safe)
+    inexact = op18.Not(op18.Equal(op18.Mul(q, safe), n))
+    negative = op18.Xor(op18.Less(n, zero), op18.Less(safe, zero))
+    q = op18.Where(op18.And(inexact, negative), op18.Sub(q, one), q)
+    q = op18.Where(by_minus_one, op18.Sub(zero, n), q)
+    return op18.Where(by_zero, zero, q)
 
 
-@register_scalar(ps.Maximum)
-def maximum(op, node, x, y):
-    return op.Max(*cast_inputs_to_output(op, node, [x, y]))
+@script()
+def unsigned_floor_divide(n: TUnsigned, d: TUnsigned) -> TUnsigned:
+    """NumPy's unsigned integer n // d, with n // 0 = 0."""
+    by_zero = op18.Equal(d, op18.CastLike(0, d))
+    q = op18.Div(n, op18.Add(d, op18.CastLike(by_zero, d)))
+    return op18.Mul(q, op18.CastLike(op18.Not(by_zero), d))
 
 
-@register_scalar(ps.Cast)
-def cast(op, node, x):
-    return op.Cast(x, to=out_dtype(node))
+@script()
+def int_remainder(n: TInt, d: TInt) -> TInt:
+    """NumPy's integer n % d (the divisor's sign), with n % 0 = 0."""
+    by_zero = op18.Equal(d, op18.CastLike(0, d))
+    return op18.Mod(n, op18.Add(d, op18.CastLike(by_zero, d)))
+
+
+def _computed_in(op, function, x, y, dtype: str, via: str):
+    """`function`(x, y) for values of PyTensor dtype `dtype`, computed in dtype `via`."""
+    result = op.call_inline(function, _cast(op, x, dtype, via), _cast(op, y, dtype, via))
+    return _cast(op, result, via, dtype)
+
+
+@register_scalar(ps.IntDiv)
+def int_div(op, node, x, y):
+    """IntDiv -> NumPy's floor division (float, signed or unsigned integer)."""
+    out = _dtype(node.outputs[0])
+    x, y = cast_inputs_to_output(op, node, [x, y])
+    if out in FLOATS:
+        return op.call_inline(float_floor_divide, x, y)
+    if out in UNSIGNED:
+        return op.call_inline(unsigned_floor_divide, x, y)
+    return _computed_in(op, signed_floor_divide, x, y, out, SIGNED_DIV_DTYPE.get(out, out))
+
+
+@register_scalar(ps.Mod)
+def mod(op, node, x, y):
+    """Mod -> NumPy's remainder (float, or integer with the divisor's sign)."""
+    out = _dtype(node.outputs[0])
+    x, y = cast_inputs_to_output(op, node, [x, y])
+    if out in FLOATS:
+        return op.call_inline(float_remainder, x, y)
+    # Bools divide as int8, like NumPy.
+    return _computed_in(op, int_remainder, x, y, out, "int8" if out == "bool" else out)
+
+
+@script()
+def power_by_squaring(x: TInt, e: TInt) -> TInt:
+    """x ** e for integers e >= 0, wrapping around like NumPy (ONNX Pow computes in double)."""
+    zero = op18.CastLike(0, x)
+    one = op18.CastLike(1, x)
+    two = op18.CastLike(2, x)
+    base = op18.Add(x, op18.Mul(e, zero))
+    exponent = op18.Add(e, op18.Mul(x, zero))
+    result = op18.Add(op18.Mul(base, zero), one)
+    more = op18.Greater(
+        op18.ReduceSum(op18.Cast(op18.Greater(exponent, zero), to=7), keepdims=0),
+        op18.Constant(value_int=0),
+    )
+    while more:
+        bit = op18.BitwiseAnd(exponent, one)
+        result = op18.Mul(result, op18.Add(one, op18.Mul(bit, op18.Sub(base, one))))
+        base = op18.Mul(base, base)
+        exponent = op18.Div(exponent, two)
+        more = op18.Greater(
+            op18.ReduceSum(op18.Cast(op18.Greater(exponent, zero), to=7), keepdims=0),
+            op18.Constant(value_int=0),
+        )
+    return result
+
+
+@register_scalar(ps.Pow)
+def pow_(op, node, x, e):
+    """Pow -> Pow on floats; exact integer powers by squaring.
+
+    NumPy refuses negative integer exponents; like PyTensor's Numba backend, x ** -n is
+    then 1 for x = 1, (-1) ** n for x = -1 and 0 otherwise.
+    """
+    out = _dtype(node.outputs[0])
+    x, e = cast_inputs_to_output(op, node, [x, e])
+    if out in FLOATS:
+        return op.Pow(x, e)
+    if out in UNSIGNED:
+        return op.call_inline(power_by_squaring, x, e)
+    zero, one = _const(op, 0, out), _const(op, 1, out)
+    negative = op.Less(e, zero)
+    # The parity of a negative exponent decides the sign of (-1) ** e.
+    exponent = _where(op, negative, op.BitwiseAnd(e, one), e, out)
+    power = op.call_inline(power_by_squaring, x, exponent)
+    unit = op.Or(op.Equal(x, one), op.Equal(x, _const(op, -1, out)))
+    return _where(op, op.And(negative, op.Not(unit)), zero, power, out)
+
+
+@register_scalar(ps.Clip)
+def clip(op, node, x, low, high):
+    """Clip -> Where(x < low, low, Where(x > high, high, x)): low wins when low > high."""
+    out = _dtype(node.outputs[0])
+    x, low, high = cast_inputs_to_output(op, node, [x, low, high])
+    order = ORDER_DTYPE.get(out, out)
+    cx = _cast(op, x, out, order)
+    below = op.Less(cx, _cast(op, low, out, order))
+    above = op.Greater(cx, _cast(op, high, out, order))
+    return _where(op, below, low, _where(op, above, high, x, out), out)
+
+
+@register_scalar(ps.Second)
+def second(op, node, x, y):
+    """Second -> y expanded to the broadcast shape of x and y."""
+    return op.Expand(y, op.Shape(x))
 
 
 @register_scalar(ps.Identity)
 def identity(op, node, x):
+    """Identity -> Identity."""
     return op.Identity(x)
+
+
+@script()
+def float64_to_float16(x: DOUBLE) -> FLOAT16:
+    """Cast float64 -> float16 rounded once, as NumPy does (ORT rounds twice, via float32)."""
+    one = op18.CastLike(1.0, x)
+    two = op18.CastLike(2.0, x)
+    magnitude = op18.Abs(x)
+    # The binade of x: floor(log2 |x|), corrected where the logarithm rounds across it.
+    exponent = op18.Floor(op18.Div(op18.Log(magnitude), op18.CastLike(0.6931471805599453, x)))
+    exponent = op18.Where(
+        op18.Greater(op18.Pow(two, exponent), magnitude), op18.Sub(exponent, one), exponent
+    )
+    exponent = op18.Where(
+        op18.LessOrEqual(op18.Pow(two, op18.Add(exponent, one)), magnitude),
+        op18.Add(exponent, one),
+        exponent,
+    )
+    # float16 keeps 10 bits after the leading one; below 2**-14 its spacing is fixed.
+    lowest = op18.CastLike(-14.0, x)
+    ulp = op18.Pow(two, op18.Sub(op18.Max(exponent, lowest), op18.CastLike(10.0, x)))
+    rounded = op18.Mul(op18.Round(op18.Div(x, ulp)), ulp)
+    special = op18.Or(op18.IsNaN(x), op18.IsInf(x))
+    return op18.Cast(op18.Where(special, x, rounded), to=10)
+
+
+@register_scalar(ps.Cast)
+def cast(op, node, x):
+    """Cast -> Cast (float64 -> float16 rounded once, like NumPy)."""
+    src, dst = _dtype(node.inputs[0]), _dtype(node.outputs[0])
+    if src == dst:
+        return op.Identity(x)
+    if (src, dst) == ("float64", "float16"):
+        return op.call_inline(float64_to_float16, x)
+    return op.Cast(x, to=onnx_dtype(dst))
+
+
+# ---------------------------------------------------------------- unary
+
+
+@register_scalar(ps.Abs)
+def abs_(op, node, x):
+    """Abs -> Abs (a bool is its own absolute value)."""
+    return op.Identity(x) if _dtype(node.outputs[0]) == "bool" else op.Abs(x)
+
+
+@register_scalar(ps.Sign)
+def sign(op, node, x):
+    """Sign -> Sign (NaN stays NaN)."""
+    if _dtype(node.inputs[0]) == "float16":
+        # ORT's float16 Sign gives 0 for NaN.
+        return op.Where(op.IsNaN(x), x, op.Sign(x))
+    return op.Sign(x)
+
+
+@register_scalar(ps.Neg)
+def neg(op, node, x):
+    """Neg -> Neg (0 - x for unsigned integers, which wraps like NumPy)."""
+    dtype = _dtype(node.outputs[0])
+    return op.Sub(_const(op, 0, dtype), x) if dtype in UNSIGNED else op.Neg(x)
+
+
+@register_scalar(ps.Sqr)
+def sqr(op, node, x):
+    """Sqr -> Mul(x, x) (a bool is its own square)."""
+    return op.Identity(x) if _dtype(node.outputs[0]) == "bool" else op.Mul(x, x)
+
+
+_UNARY = {
+    ps.Ceil: "Ceil",
+    ps.Floor: "Floor",
+    ps.RoundHalfToEven: "Round",
+    ps.Reciprocal: "Reciprocal",
+    ps.Log: "Log",
+    ps.Exp: "Exp",
+    ps.Sqrt: "Sqrt",
+    ps.Cos: "Cos",
+    ps.Sin: "Sin",
+    ps.Tanh: "Tanh",
+}
+
+
+@register_scalar(*_UNARY)
+def unary(op, node, x):
+    """Ceil, Floor, RoundHalfToEven, Reciprocal, Log, Exp, Sqrt, Cos, Sin, Tanh -> the ONNX op."""
+    (x,) = cast_inputs_to_output(op, node, [x])
+    return getattr(op, _entry(_UNARY, node.op))(x)
+
+
+@script()
+def trunc_(x: TFloat) -> TFloat:
+    """Round toward zero; Ceil's -0.0 goes in Where's third input, which keeps its sign."""
+    return op18.Where(op18.Greater(x, op18.CastLike(0, x)), op18.Floor(x), op18.Ceil(x))
+
+
+@script()
+def round_half_away_from_zero(x: TFloat) -> TFloat:
+    """PyTensor's Python implementation: floor(x + 0.5) if x > 0 else ceil(x - 0.5)."""
+    half = op18.CastLike(0.5, x)
+    return op18.Where(
+        op18.Greater(x, op18.CastLike(0, x)),
+        op18.Floor(op18.Add(x, half)),
+        op18.Ceil(op18.Sub(x, half)),
+    )
+
+
+@register_scalar(ps.Trunc)
+def trunc(op, node, x):
+    """Trunc -> Where(x > 0, Floor(x), Ceil(x))."""
+    return op.call_inline(trunc_, *cast_inputs_to_output(op, node, [x]))
+
+
+@register_scalar(ps.RoundHalfAwayFromZero)
+def round_half_away(op, node, x):
+    """RoundHalfAwayFromZero -> Where(x > 0, Floor(x + 0.5), Ceil(x - 0.5))."""
+    return op.call_inline(round_half_away_from_zero, x)
+
+
+_SCALED = {
+    ps.Log2: ("Log", 1 / math.log(2.0)),
+    ps.Log10: ("Log", 1 / math.log(10.0)),
+    ps.Deg2Rad: (None, math.pi / 180.0),
+    ps.Rad2Deg: (None, 180.0 / math.pi),
+}
+
+
+@register_scalar(*_SCALED)
+def scaled(op, node, x):
+    """Log2, Log10 -> Log(x) / ln 2, Log(x) / ln 10; Deg2Rad, Rad2Deg -> x * pi / 180, x * 180 / pi."""
+    out = _dtype(node.outputs[0])
+    (x,) = cast_inputs_to_output(op, node, [x])
+    name, factor = _entry(_SCALED, node.op)
+    return op.Mul(getattr(op, name)(x) if name else x, _const(op, factor, out))
+
+
+@register_scalar(ps.Exp2)
+def exp2(op, node, x):
+    """Exp2 -> Pow(2, x)."""
+    (x,) = cast_inputs_to_output(op, node, [x])
+    return op.Pow(_const(op, 2.0, _dtype(node.outputs[0])), x)
+
+
+# ---------------------------------------------------------------- Composite
 
 
 @register_scalar(ps.Composite)
 def composite(op, node, *inputs):
-    """Composite -> its inner scalar graph, walked with the same scalar translations."""
-    c = node.op
+    """Composite -> its inner scalar graph, walked with the same scalar translations.
+
+    Every output takes the broadcast shape of all inputs, as Elemwise gives it: an output
+    that does not depend on some input is expanded by that input's shape.
+    """
+    fgraph = node.op.fgraph
     outputs = translate_inner_graph(
-        op, c.fgraph.inputs, c.fgraph.outputs, c.fgraph.toposort(), inputs, scalar=True
+        op, fgraph.inputs, fgraph.outputs, fgraph.toposort(), inputs, scalar=True
     )
+    for i, var in enumerate(fgraph.outputs):
+        used = set(ancestors([var]))
+        for inner, value in zip(fgraph.inputs, inputs, strict=True):
+            if inner not in used:
+                outputs[i] = op.Expand(outputs[i], op.Shape(value))
     return outputs[0] if len(outputs) == 1 else outputs

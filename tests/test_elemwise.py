@@ -1,0 +1,136 @@
+"""Elemwise (broadcasting, fused Composites) and DimShuffle, against PyTensor's Python linker."""
+
+import numpy as np
+import pytensor.scalar as ps
+import pytensor.tensor as pt
+import pytest
+from pytensor.tensor.elemwise import DimShuffle, Elemwise
+
+from pt_onnxscript.testing import compare_onnx_and_py
+
+
+def ops_of(fn, op_class):
+    return [node.op for node in fn.maker.fgraph.apply_nodes if isinstance(node.op, op_class)]
+
+
+def composites(fn):
+    return [op for op in ops_of(fn, Elemwise) if isinstance(op.scalar_op, ps.Composite)]
+
+
+@pytest.mark.parametrize(
+    "x_shape, y_shape, static",
+    [
+        ((3, 1), (1, 4), True),  # size-1 dims on both sides
+        ((3, 4), (1, 4), False),  # unknown dims against a broadcastable one
+        ((0, 3), (1, 3), True),  # empty
+        ((0, 3), (0, 3), False),
+        ((), (), True),  # 0-d
+        ((2, 1, 3), (1, 5, 1), False),
+    ],
+)
+def test_broadcasting(x_shape, y_shape, static, rng, opset):
+    def var(name, shape):
+        shape = shape if static else tuple(1 if d == 1 else None for d in shape)
+        return pt.tensor(name, dtype="float64", shape=shape)
+
+    x, y = var("x", x_shape), var("y", y_shape)
+    values = [rng.normal(size=x_shape), rng.normal(size=y_shape)]
+    compare_onnx_and_py([x, y], [x - y, pt.maximum(x, y), pt.lt(x, y)], values, opset=opset)
+
+
+def test_scalar_against_tensor(rng):
+    a = pt.scalar("a", dtype="int16")
+    b = pt.scalar("b", dtype="uint8")
+    x = pt.tensor3("x", dtype="float32")
+    values = [np.array(-3, "int16"), np.array(2, "uint8"), rng.normal(size=(2, 0, 3)).astype("float32")]
+    compare_onnx_and_py([a, b, x], [a * x, a // b, x > a], values)
+    values[2] = rng.normal(size=(2, 1, 3)).astype("float32")
+    compare_onnx_and_py([a, b, x], [a * x, x > a], values)
+
+
+def test_zero_d_constant():
+    a = pt.scalar("a", dtype="int16")
+    compare_onnx_and_py([a], a // 2, [np.array(-3, "int16")])
+
+
+def test_fused_composite(rng, opset):
+    """FAST_RUN fuses the elementwise graph into Composites, inner constants included."""
+    x = pt.matrix("x")
+    y = pt.vector("y", dtype="float32")
+    out = pt.sqrt(pt.abs(x * y + 2.5)) / (2 + pt.cos(x)) - pt.sqr(pt.floor(y)) % 3
+    values = [rng.normal(size=(3, 4)), rng.normal(size=4).astype("float32")]
+    fn, _ = compare_onnx_and_py([x, y], out, values, opset=opset)
+    assert composites(fn)
+
+
+def test_fused_composite_with_several_outputs(rng):
+    x = pt.vector("x")
+    y = pt.vector("y")
+    z = x * y + 1
+    outs = [pt.exp(z), pt.log(pt.abs(z)), pt.switch(z > 0, x, y)]
+    fn, _ = compare_onnx_and_py([x, y], outs, [rng.normal(size=5), rng.normal(size=5)])
+    assert len(composites(fn)) == 1
+    assert composites(fn)[0].scalar_op.nout == 3
+
+
+def test_fused_composite_mixed_dtypes(opset):
+    """Integer and float inputs meet inside one Composite, each op in its upcast dtype."""
+    i = pt.vector("i", dtype="int8")
+    u = pt.vector("u", dtype="uint16")
+    f = pt.vector("f", dtype="float32")
+    b = pt.vector("b", dtype="bool")
+    out = pt.switch(b, (i * u) // 3 + f, (i % 5) ** 2 - u)
+    values = [
+        np.array([-128, -3, 0, 7, 127], "int8"),
+        np.array([0, 1, 65535, 300, 7], "uint16"),
+        np.array([0.5, -1.5, 2.0, np.nan, -0.0], "float32"),
+        np.array([True, False, True, False, True]),
+    ]
+    fn, _ = compare_onnx_and_py([i, u, f, b], out, values, opset=opset)
+    assert composites(fn)
+
+
+def test_composite_output_not_using_every_input():
+    """An output still takes the broadcast shape of all the Composite's inputs."""
+    a, b = ps.float64(), ps.float64()
+    c = ps.Composite([a, b], [ps.exp(a), a + b, ps.float64.filter(2.0) + a * 0])
+    x = pt.tensor("x", dtype="float64", shape=(1, 3))
+    y = pt.tensor("y", dtype="float64", shape=(4, 1))
+    outs = Elemwise(c)(x, y)
+    assert all(out.type.shape == (4, 3) for out in outs)
+    compare_onnx_and_py([x, y], outs, [np.ones((1, 3)), np.ones((4, 1))])
+
+
+def test_composite_with_constant_output():
+    a = ps.int32()
+    c = ps.Composite([a], [a + 1, ps.constant(np.int32(7))])
+    x = pt.vector("x", dtype="int32")
+    compare_onnx_and_py([x], Elemwise(c)(x), [np.arange(4, dtype="int32")])
+
+
+@pytest.mark.parametrize(
+    "shape, new_order",
+    [
+        ((2, 3, 4), (2, 0, 1)),  # transpose
+        ((2, 3), (1, 0)),
+        ((2, 3), ("x", 0, "x", 1)),  # expand
+        ((2, 3), (0, 1, "x")),
+        ((), ("x", "x")),
+        ((3, 1, 4), (0, 2)),  # drop a broadcastable dim
+        ((3, 1, 4), (2, 0)),  # drop and transpose
+        ((1, 3, 1, 4), ("x", 3, "x", 1)),  # drop, transpose and expand
+        ((1, 1), ()),
+    ],
+)
+def test_dimshuffle(shape, new_order, rng, opset):
+    x = pt.tensor("x", dtype="float64", shape=tuple(1 if d == 1 else None for d in shape))
+    y = pt.tensor("y", dtype="float64", shape=(None,) * len(new_order))
+    out = DimShuffle(input_ndim=x.ndim, new_order=new_order)(x) * y
+    y_value = np.ones([1 if d == "x" else shape[d] for d in new_order])
+    compare_onnx_and_py([x, y], out, [rng.normal(size=shape), y_value], opset=opset)
+
+
+def test_dimshuffle_keeps_integer_dtype():
+    x = pt.tensor("x", dtype="uint8", shape=(None, 1, None))
+    out = x.dimshuffle(2, "x", 0) + pt.constant(np.uint8(1))
+    compare_onnx_and_py([x], out, [np.arange(6, dtype="uint8").reshape(2, 1, 3)])
