@@ -1,0 +1,227 @@
+"""Eager, node-by-node comparison of a PyTensor graph with its ONNX translation.
+
+Every node is evaluated twice on the same input values, PyTensor's own values for that
+node: once by PyTensor (its Python implementation) and once as a one-node ONNX model,
+built by the exporter's walker and run eagerly on ONNX Runtime. Errors therefore never
+accumulate, and the first node whose results differ is the node whose translation is wrong.
+
+    report = find_divergence(([x], [y]), [x_value])  # or find_divergence(compiled_fn, ...)
+    print(report)  # None when every node agrees
+
+Rewrites fuse elementwise chains into one Composite node; to find the scalar op at fault
+inside one, compare a function compiled without rewrites
+(``pytensor.function(..., mode=Mode(linker="py", optimizer=None))``).
+"""
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from pytensor.compile import Function
+from pytensor.compile.builders import OpFromGraph
+from pytensor.graph.basic import Apply, Constant, Variable
+from pytensor.graph.fg import FunctionGraph
+from pytensor.tensor.type import TensorType
+
+from pt_onnxscript.export import compile_for_export
+from pt_onnxscript.linker import inference_session
+from pt_onnxscript.testing import assert_same
+from pt_onnxscript.translate import DEFAULT_OPSET, check_supported, fgraph_to_model
+
+
+@dataclass
+class NodeReport:
+    """PyTensor's and ONNX Runtime's results for one node, evaluated on the same inputs."""
+
+    index: int  # position of the node in topological order
+    node: Apply
+    inputs: list  # PyTensor's values of node.inputs
+    expected: list  # PyTensor's results
+    actual: list | None  # ONNX Runtime's results (None when not run)
+    message: str | None = None  # why they differ (Divergence) or were not compared
+    max_abs_diff: float | None = field(init=False)  # over numeric outputs of the right shape
+    max_rel_diff: float | None = field(init=False)
+
+    def __post_init__(self):
+        self.max_abs_diff, self.max_rel_diff = _max_differences(self.actual, self.expected)
+
+    def __str__(self) -> str:
+        if isinstance(self, Divergence):
+            status = f"differs: {self.message}"
+        else:
+            status = f"not compared: {self.message}" if self.message else "agrees"
+        lines = [f"Node {self.index} {self.node}: ONNX {status}"]
+        for i, (var, value) in enumerate(zip(self.node.inputs, self.inputs, strict=True)):
+            lines.append(f"  input {i} ({var}): {_show(value)}")
+        for i, value in enumerate(self.expected):
+            lines.append(f"  PyTensor output {i}: {_show(value)}")
+        for i, value in enumerate(self.actual or []):
+            lines.append(f"  ONNX output {i}:     {_show(value)}")
+        if isinstance(self, Divergence) and self.max_abs_diff is not None:
+            lines.append(
+                f"  max abs diff {self.max_abs_diff:.3g}, max rel diff {self.max_rel_diff:.3g}"
+            )
+        return "\n".join(lines)
+
+
+class Divergence(NodeReport):
+    """The report of a node whose ONNX translation does not reproduce PyTensor's results."""
+
+
+def _max_differences(actual, expected) -> tuple[float | None, float | None]:
+    diffs, rels = [], []
+    for res, exp in zip(actual or (), expected, strict=False):
+        res, exp = np.asarray(res), np.asarray(exp)
+        if res.shape != exp.shape or not {res.dtype.kind, exp.dtype.kind} <= set("biuf"):
+            continue
+        a, e = res.astype(np.float64), exp.astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            diff = np.where((a == e) | (np.isnan(a) & np.isnan(e)), 0.0, np.abs(a - e))
+            diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only
+            diffs.append(np.max(diff, initial=0.0))
+            rels.append(np.max(np.where(diff == 0, 0.0, diff / np.abs(e)), initial=0.0))
+    return (max(diffs), max(rels)) if diffs else (None, None)
+
+
+def _show(value) -> str:
+    if not isinstance(value, np.ndarray | np.generic):
+        return repr(value)
+    text = np.array2string(np.asarray(value), threshold=20, edgeitems=3)
+    return f"{value.dtype} {value.shape} " + " ".join(text.split())
+
+
+def compare_nodes(
+    source,
+    values: Sequence,
+    *,
+    opset: int = DEFAULT_OPSET,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> list[NodeReport]:
+    """Evaluate every node with PyTensor and with its ONNX translation; one report per node.
+
+    `source` is a compiled ``pytensor.function`` (its own rewritten graph is compared, the
+    graph ``export_onnx`` would export) or an ``(inputs, outputs)`` pair (rewritten as
+    export does). `values` holds one value per explicit input; shared variables use their
+    current values. `rtol`/`atol` override the per-dtype tolerances of float outputs.
+    """
+    fn = _as_function(source)
+    fgraph = fn.maker.fgraph
+    nodes = fgraph.toposort()
+    check_supported(nodes)
+    env = _input_values(fn, values)
+    reports = []
+    for index, node in enumerate(nodes):
+        inputs = _values(node.inputs, env)
+        expected = _pytensor_results(node, inputs)
+        env.update(zip(node.outputs, expected, strict=True))
+        reports.append(_compare(index, node, inputs, expected, opset, rtol, atol))
+    return reports
+
+
+def find_divergence(
+    source,
+    values: Sequence,
+    *,
+    opset: int = DEFAULT_OPSET,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> Divergence | None:
+    """The first node, in topological order, whose ONNX translation differs from PyTensor.
+
+    Takes the arguments of `compare_nodes`; returns None when every node agrees.
+    """
+    reports = compare_nodes(source, values, opset=opset, rtol=rtol, atol=atol)
+    return next((r for r in reports if isinstance(r, Divergence)), None)
+
+
+def _as_function(source) -> Function:
+    if isinstance(source, Function):
+        return source
+    if isinstance(source, tuple | list) and len(source) == 2:
+        inputs, outputs = source
+        inputs = [inputs] if isinstance(inputs, Variable) else list(inputs)
+        return compile_for_export(inputs, outputs)
+    raise TypeError(
+        "Expected a compiled pytensor.function or an (inputs, outputs) pair, "
+        f"not {type(source).__name__}"
+    )
+
+
+def _input_values(fn: Function, values: Sequence) -> dict[Variable, object]:
+    specs = fn.maker.inputs
+    explicit = [spec for spec in specs if not spec.shared]
+    if len(values) != len(explicit):
+        raise ValueError(
+            f"Got {len(values)} values for {len(explicit)} inputs "
+            f"({', '.join(str(spec.variable) for spec in explicit)})"
+        )
+    given = iter(values)
+    return {
+        var: spec.variable.get_value() if spec.shared else var.type.filter(next(given))
+        for var, spec in zip(fn.maker.fgraph.inputs, specs, strict=True)
+    }
+
+
+def _pytensor_results(node: Apply, inputs: list) -> list:
+    """`node` evaluated alone by PyTensor's Python implementation, on copies of `inputs`."""
+    if isinstance(node.op, OpFromGraph):
+        # Its inner graph may hold rewrites (inplace ones) that its perform cannot compile.
+        return _evaluate_graph(node.op.fgraph, inputs)
+    storage = {var: [copy.deepcopy(value)] for var, value in zip(node.inputs, inputs, strict=True)}
+    computed = {var: [True] for var in node.inputs}
+    for var in node.outputs:
+        storage[var], computed[var] = [None], [False]
+    node.op.make_thunk(node, storage, computed, [], impl="py")()
+    return [storage[var][0] for var in node.outputs]
+
+
+def _evaluate_graph(fgraph: FunctionGraph, inputs: list) -> list:
+    env = dict(zip(fgraph.inputs, inputs, strict=True))
+    for node in fgraph.toposort():
+        results = _pytensor_results(node, _values(node.inputs, env))
+        env.update(zip(node.outputs, results, strict=True))
+    return _values(fgraph.outputs, env)
+
+
+def _values(variables, env: dict) -> list:
+    return [var.data if isinstance(var, Constant) else env[var] for var in variables]
+
+
+def _compare(index, node, inputs, expected, opset, rtol, atol) -> NodeReport:
+    if not all(isinstance(var.type, TensorType) for var in node.outputs):
+        # A model cannot return a scalar; the node's consumers see its value as a constant.
+        message = "a one-node ONNX model cannot return its non-tensor outputs"
+        return NodeReport(index, node, inputs, expected, None, message)
+    try:
+        actual = _onnx_results(node, inputs, opset)
+    except Exception as err:
+        return Divergence(index, node, inputs, expected, None, f"{type(err).__name__}: {err}")
+    for i, (res, exp) in enumerate(zip(actual, expected, strict=True)):
+        try:
+            assert_same(res, exp, rtol=rtol, atol=atol, what=f"output {i}")
+        except AssertionError as err:
+            first = str(err).strip().splitlines()[0]  # the rest repeats the values
+            message = first if first.startswith("output") else f"output {i}: {first}"
+            return Divergence(index, node, inputs, expected, actual, message)
+    return NodeReport(index, node, inputs, expected, actual)
+
+
+def _onnx_results(node: Apply, inputs: list, opset: int) -> list:
+    """`node` alone as an ONNX model (the exporter's walker), run on ONNX Runtime."""
+    graph_inputs, feeds, node_inputs = [], {}, []
+    for var, value in zip(node.inputs, inputs, strict=True):
+        if isinstance(var, Constant):
+            node_inputs.append(var)
+        elif isinstance(var.type, TensorType):
+            fresh = var.type()
+            graph_inputs.append(fresh)
+            node_inputs.append(fresh)
+            feeds[f"input_{len(feeds)}"] = np.asarray(value)
+        else:  # a scalar or other non-tensor value is known here: make it a constant
+            node_inputs.append(Constant(var.type, value))
+    alone = node.clone_with_new_inputs(node_inputs)
+    fgraph = FunctionGraph(graph_inputs, alone.outputs, clone=False)
+    model = fgraph_to_model(fgraph, opset=opset, input_names=list(feeds), name="node")
+    return inference_session(model).run(None, feeds)

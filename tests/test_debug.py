@@ -1,0 +1,148 @@
+import numpy as np
+import pytensor
+import pytensor.scalar as ps
+import pytensor.tensor as pt
+import pytest
+from pytensor.compile.mode import Mode
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+from pytensor.tensor.basic import ScalarFromTensor, TensorFromScalar
+from pytensor.tensor.elemwise import Elemwise
+
+from pt_onnxscript import UnsupportedOpError
+from pt_onnxscript.debug import Divergence, compare_nodes, find_divergence
+from pt_onnxscript.registry import _scalar_translations, _translations
+from pt_onnxscript.testing import assert_same
+
+UNREWRITTEN = Mode(linker="py", optimizer=None)
+
+
+@pytest.fixture
+def exp_off_by_1e3(monkeypatch):
+    """Make the Exp translation wrong: exp(x + 1e-3)."""
+    monkeypatch.setitem(_scalar_translations, ps.Exp, lambda op, node, x: op.Exp(op.Add(x, 1e-3)))
+
+
+def is_exp(node):
+    return isinstance(node.op, Elemwise) and isinstance(node.op.scalar_op, ps.Exp)
+
+
+@pytest.mark.parametrize("rows", [0, 2])
+def test_correct_graph_agrees_at_every_node(rows, opset, rng):
+    x = pt.matrix("x", shape=(None, 3))
+    k = pt.vector("k", dtype="int32")
+    w = pytensor.shared(rng.normal(size=3).astype("float32"), name="w")
+    hidden = pt.maximum(pt.exp(x.T) * 2 - 3, 0) / 2
+    outputs = [pt.log(hidden + 2).T * k, -pt.cast(k, "float32") * w]
+    values = [rng.normal(size=(rows, 3)), np.array([1, -2, 3], dtype="int32")]
+
+    reports = compare_nodes(([x, k], outputs), values, opset=opset)
+    assert len(reports) > 2
+    assert not any(isinstance(r, Divergence) or r.message for r in reports)
+    for report in reports:
+        for actual, expected in zip(report.actual, report.expected, strict=True):
+            assert_same(actual, expected)
+    assert "agrees" in str(reports[0])
+    assert find_divergence(([x, k], outputs), values, opset=opset) is None
+
+
+def test_wrong_translation_is_found_at_its_node_with_its_values(exp_off_by_1e3):
+    x, v = pt.vector("x"), pt.vector("v")
+    y = pt.log(pt.exp(x * v) + v)
+    fn = pytensor.function([x, v], y, mode=UNREWRITTEN)
+    x_value, v_value = np.array([0.5, -1.0, 2.0]), np.full(3, 2.0)
+
+    reports = compare_nodes(fn, [x_value, v_value])
+    assert [r.node for r in reports] == fn.maker.fgraph.toposort()
+    divergence = find_divergence(fn, [x_value, v_value])
+    assert isinstance(divergence, Divergence) and is_exp(divergence.node)
+    assert reports[divergence.index].node is divergence.node
+    assert not any(isinstance(r, Divergence) for r in reports[divergence.index + 1 :])
+    assert_same(divergence.inputs[0], x_value * 2)
+    assert_same(divergence.expected[0], np.exp(x_value * 2))
+    assert_same(divergence.actual[0], np.exp(x_value * 2 + 1e-3))
+    np.testing.assert_allclose(divergence.max_rel_diff, np.expm1(1e-3))
+    np.testing.assert_allclose(divergence.max_abs_diff, np.exp(4.0) * np.expm1(1e-3))
+    text = str(divergence)
+    assert str(divergence.node) in text and "differs: output 0" in text
+    assert "max abs diff" in text and "max rel diff 0.001" in text
+
+
+def test_wrong_translation_inside_a_fused_composite(exp_off_by_1e3):
+    x = pt.matrix("x")
+    y = pt.exp((x * 2 - 1).T) / 3  # fused into one Composite after the transpose
+    x_value = np.arange(6.0).reshape(2, 3) / 6
+    divergence = find_divergence(([x], [y]), [x_value])
+    assert isinstance(divergence.node.op.scalar_op, ps.Composite)
+    assert_same(divergence.inputs[0], x_value.T)
+    assert_same(divergence.actual[0], np.exp(x_value.T * 2 - 1 + 1e-3) / 3)
+    assert find_divergence(([x], [y]), [x_value], rtol=2e-3) is None
+
+
+def test_translation_giving_the_wrong_dtype_is_reported(monkeypatch):
+    monkeypatch.setitem(
+        _scalar_translations, ps.Exp, lambda op, node, x: op.Cast(op.Exp(x), to=1)
+    )
+    x = pt.vector("x", dtype="float64")
+    divergence = find_divergence(([x], [pt.exp(x)]), [np.ones(2)])
+    assert divergence.actual is None
+    assert "TranslationError" in divergence.message
+    assert "FLOAT where PyTensor gives float64" in divergence.message
+    assert "ONNX differs: TranslationError" in str(divergence)
+
+
+def test_compiled_function_in_default_mode_with_shared_and_updates(exp_off_by_1e3):
+    """The compiled graph is compared as it is (inplace ops included); inputs stay intact."""
+    x = pt.matrix("x")
+    w = pytensor.shared(np.full(3, 0.5), name="w")
+    fn = pytensor.function([x], pt.exp(x * w + 1) * 2, updates={w: w + 1})
+    x_value = np.arange(6.0).reshape(2, 3)
+    copy = x_value.copy()
+
+    reports = compare_nodes(fn, [x_value])
+    assert [r.node for r in reports] == fn.maker.fgraph.toposort()
+    divergence = find_divergence(fn, [x_value])
+    assert divergence is not None
+    assert_same(divergence.expected[0], np.exp(x_value * 0.5 + 1) * 2)
+    assert_same(x_value, copy)
+    assert_same(w.get_value(), np.full(3, 0.5))
+
+
+def test_non_tensor_outputs_are_skipped_and_feed_consumers_as_constants(monkeypatch):
+    monkeypatch.setitem(_translations, ScalarFromTensor, lambda op, node, x: op.Identity(x))
+    monkeypatch.setitem(_translations, TensorFromScalar, lambda op, node, x: op.Identity(x))
+    i = pt.scalar("i", dtype="int64")
+    fn = pytensor.function([i], TensorFromScalar()(ScalarFromTensor()(i)) + 1, mode=UNREWRITTEN)
+
+    reports = compare_nodes(fn, [np.array(4)])
+    skipped, consumer, _ = reports
+    assert isinstance(skipped.node.op, ScalarFromTensor) and skipped.actual is None
+    assert "not compared" in str(skipped) and not isinstance(skipped, Divergence)
+    assert isinstance(consumer.node.op, TensorFromScalar)
+    assert_same(consumer.actual[0], np.array(4, dtype="int64"))
+    assert find_divergence(fn, [np.array(4)]) is None
+
+
+class NoTranslation(Op):
+    def make_node(self, x):
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = inputs[0]
+
+
+def test_unsupported_ops_and_bad_values_are_errors():
+    x = pt.vector("x")
+    with pytest.raises(UnsupportedOpError, match="NoTranslation"):
+        find_divergence(([x], [NoTranslation()(x)]), [np.ones(2)])
+    with pytest.raises(ValueError, match="Got 2 values for 1 inputs"):
+        find_divergence(([x], [x + 1]), [np.ones(2), np.ones(2)])
+    with pytest.raises(TypeError, match="pytensor.function"):
+        find_divergence(x, [np.ones(2)])
+
+
+def test_symbolic_ops_of_a_default_mode_function(rng):
+    """PyTensor 3's Softmax is an OpFromGraph whose inner graph the default mode makes inplace."""
+    x = pt.matrix("x")
+    fn = pytensor.function([x], pt.special.softmax(pt.exp(x), axis=-1))
+    assert find_divergence(fn, [rng.normal(size=(2, 3))]) is None
