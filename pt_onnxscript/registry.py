@@ -15,6 +15,7 @@ Translation = Callable[..., object]
 
 _translations: dict[type, Translation] = {}
 _scalar_translations: dict[type, Translation] = {}
+_blockwise_translations: dict[type, Translation] = {}
 
 
 def _registrar(table: dict[type, Translation], op_classes: tuple[type, ...]):
@@ -38,6 +39,15 @@ def register_scalar(*scalar_op_classes: type[ScalarOp]):
     return _registrar(_scalar_translations, scalar_op_classes)
 
 
+def register_blockwise(*core_op_classes: type[Op]):
+    """Register a translation of ``Blockwise(core_op)`` that handles the batch dims itself.
+
+    It is called with the Blockwise node, whose inputs carry the batch dims. Blockwise of a
+    core op without one runs the core op's own translation in a Loop over the batch.
+    """
+    return _registrar(_blockwise_translations, core_op_classes)
+
+
 def _lookup(table: dict[type, Translation], op) -> Translation | None:
     for cls in type(op).__mro__:
         if cls in table:
@@ -51,3 +61,7 @@ def translation_for(op: Op) -> Translation | None:
 
 def scalar_translation_for(scalar_op: ScalarOp) -> Translation | None:
     return _lookup(_scalar_translations, scalar_op)
+
+
+def blockwise_translation_for(core_op: Op) -> Translation | None:
+    return _lookup(_blockwise_translations, core_op)

@@ -11,10 +11,15 @@ from onnxscript import GraphBuilder
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
 from pytensor.scalar.basic import ScalarType
+from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
-from pt_onnxscript.registry import scalar_translation_for, translation_for
+from pt_onnxscript.registry import (
+    blockwise_translation_for,
+    scalar_translation_for,
+    translation_for,
+)
 from pt_onnxscript.types import Dim, as_ir_tensor, check_tensor_variable, onnx_dtype, value_shape
 
 DEFAULT_OPSET = 18
@@ -60,6 +65,10 @@ def _missing(node: Apply, scalar: bool = False) -> list[tuple[str, Apply]]:
         name = f"Elemwise({type(op).__name__})"
     elif isinstance(op, Elemwise):
         return _missing(op.scalar_op.make_node(*_scalar_inputs(node)), scalar=True)
+    elif isinstance(op, Blockwise):
+        core = op.core_op
+        found = blockwise_translation_for(core) is not None or translation_for(core) is not None
+        name = f"Blockwise({type(core).__name__})"
     else:
         found = translation_for(op) is not None
         name = type(op).__name__
@@ -250,6 +259,9 @@ def fgraph_to_model(
         used.add(id(value))
         _set_output_type(value, var)
         builder.add_output(value, _unique(out_name, taken))
+    for value in builder.pytensor_constants.values():
+        if not value.uses() and not value.is_graph_output():
+            graph.initializers.pop(value.name)
 
     return ir.Model(
         graph,
