@@ -3,6 +3,7 @@
 from pt_onnxscript.ops import (  # noqa: F401
     basic,
     blas,
+    blockwise,
     compile,
     elemwise,
     math,
@@ -11,4 +12,5 @@ from pt_onnxscript.ops import (  # noqa: F401
     scalar_math,
     shape,
     special,
+    subtensor,
 )

@@ -1,0 +1,97 @@
+"""Blockwise: a core op over leading batch dims."""
+
+import onnx_ir as ir
+from pytensor.tensor.blockwise import Blockwise
+
+from pt_onnxscript.ops.common import constant
+from pt_onnxscript.registry import blockwise_translation_for, register
+from pt_onnxscript.translate import translate_node
+from pt_onnxscript.types import onnx_dtype
+
+
+@register(Blockwise)
+def blockwise(op, node, *inputs):
+    """Blockwise(core) -> the core op's batch-aware translation, else a Loop over the batch."""
+    translation = blockwise_translation_for(node.op.core_op)
+    if translation is not None:
+        return translation(op, node, *inputs)
+    return loop_over_batch(op, node, inputs)
+
+
+def _broadcast_shape(op, shapes):
+    """The broadcast of 1-d shape values, as NumPy computes it (a 0 beats a 1)."""
+    zero = constant(op, 0, "int8")
+    return op.Shape(
+        _sum(op, [op.Expand(zero, shape) for shape in shapes])
+        if len(shapes) > 1
+        else op.Expand(zero, shapes[0])
+    )
+
+
+def _sum(op, values):
+    total = values[0]
+    for value in values[1:]:
+        total = op.Add(total, value)
+    return total
+
+
+def loop_over_batch(op, node, inputs):
+    """Run the core op's translation once per batch element, in an ONNX Loop."""
+    batch_ndim = node.op.batch_ndim(node)
+    core_node = node.op._create_dummy_core_node(node.inputs)
+    batch_shape = _broadcast_shape(
+        op, [op.Shape(x, start=0, end=batch_ndim) for x in inputs]
+    )
+    size = op.ReduceProd(batch_shape, keepdims=1)
+    flat = []
+    for var, x in zip(node.inputs, inputs, strict=True):
+        core_ndim = var.type.ndim - batch_ndim
+        core_shape = op.Shape(x, start=batch_ndim)
+        expanded = op.Expand(x, op.Concat(batch_shape, constant(op, [1] * core_ndim, "int64"), axis=0))
+        flat.append(op.Reshape(expanded, op.Concat(size, core_shape, axis=0)))
+
+    def body(op, iteration, condition):
+        core_inputs = [op.Gather(x, iteration, axis=0) for x in flat]
+        outputs = translate_node(op, core_node, core_inputs)
+        return [op.Identity(condition), *outputs]
+
+    body_graph = op.builder.subgraph(
+        body,
+        inputs=[
+            ir.val("iteration", ir.DataType.INT64, []),
+            ir.val("condition", ir.DataType.BOOL, []),
+        ],
+        outputs=[ir.val("condition_out", ir.DataType.BOOL, [])]
+        + [ir.val(f"core_out_{i}", onnx_dtype(v.type.dtype)) for i, v in enumerate(core_node.outputs)],
+        name="blockwise_body",
+    )
+    stacked = op.Loop(
+        op.Squeeze(size, constant(op, [0], "int64")),
+        None,
+        body=body_graph,
+        _outputs=len(core_node.outputs),
+    )
+    stacked = [stacked] if len(core_node.outputs) == 1 else list(stacked)
+    results = []
+    for var, sig, value in zip(core_node.outputs, node.op.outputs_sig, stacked, strict=True):
+        core_shape = op.Concat(
+            *(_core_dim(op, node, inputs, batch_ndim, var, value, axis, name) for axis, name in enumerate(sig)),
+            constant(op, [], "int64"),
+            axis=0,
+        ) if sig else constant(op, [], "int64")
+        results.append(op.Reshape(value, op.Concat(batch_shape, core_shape, axis=0)))
+    return results[0] if len(results) == 1 else results
+
+
+def _core_dim(op, node, inputs, batch_ndim, var, value, axis, name):
+    """Dim `axis` of a core output: static, or the input dim of the same signature name."""
+    if var.type.shape[axis] is not None:
+        return constant(op, [var.type.shape[axis]], "int64")
+    for x, sig in zip(inputs, node.op.inputs_sig, strict=True):
+        if name in sig:
+            at = batch_ndim + sig.index(name)
+            return op.Shape(x, start=at, end=at + 1)
+    # Only the loop's results know this dim; an empty batch has none, so raise instead.
+    empty = op.Cast(op.Equal(op.ReduceProd(op.Shape(value, start=0, end=1), keepdims=0), constant(op, 0, "int64")), to=ir.DataType.INT64)
+    guard = op.Gather(constant(op, [0], "int64"), op.Reshape(empty, constant(op, [1], "int64")), axis=0)
+    return op.Add(op.Shape(value, start=axis + 1, end=axis + 2), guard)

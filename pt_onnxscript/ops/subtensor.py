@@ -1,0 +1,365 @@
+"""Subtensor, AdvancedSubtensor(1) and the IncSubtensor family: NumPy indexing in ONNX.
+
+Reading follows NumPy: slices become one Slice, integer indices a Gather each, a single
+index array a Gather, several broadcast index arrays (boolean masks as their NonZero
+indices) a GatherND. Writing applies the same indexing to the flat positions of x and
+scatters into them, so every indexing form reads and writes the same elements.
+"""
+
+from dataclasses import dataclass
+from functools import reduce
+
+import numpy as np
+import onnx_ir as ir
+from pytensor.graph.basic import Constant, Variable
+from pytensor.scalar.basic import ScalarType
+from pytensor.tensor.subtensor import (
+    AdvancedIncSubtensor,
+    AdvancedIncSubtensor1,
+    AdvancedSubtensor,
+    AdvancedSubtensor1,
+    IncSubtensor,
+    Subtensor,
+    indices_from_subtensor,
+)
+from pytensor.tensor.type_other import MakeSlice, NoneTypeT, SliceType
+
+from pt_onnxscript.ops.common import constant
+from pt_onnxscript.registry import register
+from pt_onnxscript.translate import TranslationError
+from pt_onnxscript.types import onnx_dtype
+
+INT64_MAX = np.iinfo(np.int64).max
+INT64_MIN = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An integer index or slice bound: its value when static, else its ONNX value."""
+
+    static: int | None
+    value: ir.Value | None = None
+
+    def as_1d(self, op):
+        if self.static is not None:
+            return constant(op, [self.static], "int64")
+        return op.Reshape(_int64(op, self.value), constant(op, [1], "int64"))
+
+    def as_0d(self, op):
+        if self.static is not None:
+            return constant(op, self.static, "int64")
+        return _int64(op, self.value)
+
+
+@dataclass(frozen=True)
+class Slice:
+    start: Bound | None
+    stop: Bound | None
+    step: Bound | None
+
+    def is_full(self) -> bool:
+        return self.start is None and self.stop is None and self.step in (None, Bound(1))
+
+
+@dataclass(frozen=True)
+class Array:
+    """An integer index array (or an integer mixed with arrays), or a boolean mask."""
+
+    value: ir.Value
+    shape: tuple[int | None, ...]
+    mask: bool
+
+    @property
+    def consumed(self) -> int:
+        """How many dims of x it indexes."""
+        return len(self.shape) if self.mask else 1
+
+
+class NewAxis:
+    pass
+
+
+def _int64(op, value):
+    return value if value.dtype == ir.DataType.INT64 else op.Cast(value, to=ir.DataType.INT64)
+
+
+def _bound(var, value) -> Bound | None:
+    if var is None or isinstance(var.type, NoneTypeT):
+        return None
+    if isinstance(var, Constant):
+        return Bound(int(var.data))
+    return Bound(None, value)
+
+
+def _slice_bound(item, values) -> Bound | None:
+    """A bound of a slice entry: a Variable, a Python int or None."""
+    if item is None or isinstance(item, int | np.integer):
+        return None if item is None else Bound(int(item))
+    return _bound(item, values.get(item))
+
+
+def _entries(node, index_vars, index_values):
+    """The index of each entry of the PyTensor index tuple of `node`."""
+    values = dict(zip(index_vars, index_values, strict=True))
+    indices = indices_from_subtensor(index_vars, getattr(node.op, "idx_list", None))
+    advanced = not isinstance(node.op, Subtensor | IncSubtensor)
+    entries = []
+    for item in indices:
+        if isinstance(item, slice):
+            entries.append(Slice(*(_slice_bound(b, values) for b in (item.start, item.stop, item.step))))
+        elif isinstance(item.type, NoneTypeT):
+            entries.append(NewAxis())
+        elif isinstance(item.type, SliceType):
+            entries.append(_slice_variable(item, values.get(item)))
+        elif advanced and not isinstance(item.type, ScalarType):
+            entries.append(Array(values[item], item.type.shape, item.type.dtype == "bool"))
+        else:
+            entries.append(_bound(item, values.get(item)))
+    return entries
+
+
+def _slice_variable(var, value) -> Slice:
+    """A slice-typed input (PyTensor 2.38's advanced indexing): constant or from MakeSlice."""
+    if isinstance(var, Constant):
+        return Slice(*(None if b is None else Bound(int(b)) for b in (var.data.start, var.data.stop, var.data.step)))
+    return value
+
+
+@register(MakeSlice)
+def make_slice(op, node, *inputs):
+    """MakeSlice -> no ONNX value: the slice's bounds, read by the indexing op that uses it."""
+    bounds = [_bound(var, value) for var, value in zip(node.inputs, inputs, strict=True)]
+    return Slice(*bounds, *([None] * (3 - len(bounds))))
+
+
+def _slice_bounds(op, x, axis: int, dim: int | None, s: Slice):
+    """ONNX Slice's start, end and step for `s` on `axis` (1-d int64 values), NumPy's semantics."""
+    step = s.step or Bound(1)
+    if step.static == 0:
+        raise TranslationError("slice step cannot be zero")
+    negative = None if step.static is None else step.static < 0
+
+    def default(positive_value, negative_value):
+        if negative is not None:
+            return constant(op, [negative_value if negative else positive_value], "int64")
+        return op.Where(
+            op.Less(step.as_1d(op), constant(op, [0], "int64")),
+            constant(op, [negative_value], "int64"),
+            constant(op, [positive_value], "int64"),
+        )
+
+    start = default(0, INT64_MAX) if s.start is None else s.start.as_1d(op)
+    stop = default(INT64_MAX, INT64_MIN) if s.stop is None else s.stop.as_1d(op)
+    # With a negative step, NumPy gives nothing for a start below -n; ONNX clamps it to 0.
+    may_start_below = s.start is not None and (
+        s.start.static is None or s.start.static < 0 and (dim is None or s.start.static < -dim)
+    )
+    if negative is not False and may_start_below:
+        n = op.Shape(x, start=axis, end=axis + 1)
+        below = op.Less(start, op.Neg(n))
+        if negative is None:
+            below = op.And(below, op.Less(step.as_1d(op), constant(op, [0], "int64")))
+        zero = constant(op, [0], "int64")
+        start, stop = op.Where(below, zero, start), op.Where(below, zero, stop)
+    return start, stop, step.as_1d(op)
+
+
+def _basic(op, x, static_shape, entries):
+    """Apply slices (Slice) and integer indices (Gather); entries cover the first dims of x."""
+    sliced = [
+        (axis, entry)
+        for axis, entry in enumerate(entries)
+        if isinstance(entry, Slice) and not entry.is_full()
+    ]
+    if sliced:
+        bounds = [
+            _slice_bounds(op, x, axis, static_shape[axis], entry) for axis, entry in sliced
+        ]
+        starts, stops, steps = (op.Concat(*parts, axis=0) for parts in zip(*bounds))
+        axes = constant(op, [axis for axis, _ in sliced], "int64")
+        x = op.Slice(x, starts, stops, axes, steps)
+    integers = [(axis, entry) for axis, entry in enumerate(entries) if isinstance(entry, Bound)]
+    for axis, entry in reversed(integers):
+        x = op.Gather(x, entry.as_0d(op), axis=axis)
+    return x
+
+
+def _check_dims(op, mask_shape, x_shape):
+    """Zero (int64) that makes ONNX Runtime raise unless the two shapes are equal."""
+    mismatch = op.ReduceSum(op.Abs(op.Sub(mask_shape, x_shape)), keepdims=0)
+    return op.Gather(constant(op, [0], "int64"), mismatch, axis=0)
+
+
+def _index_arrays(op, x, static_shape, dims):
+    """(axis, int64 index array, ndim) per indexed dim; a mask gives its NonZero coordinates."""
+    arrays = []
+    for axis, entry in dims:
+        if not isinstance(entry, Array):
+            continue
+        if not entry.mask:
+            arrays.append((axis, _int64(op, entry.value), len(entry.shape)))
+            continue
+        if not entry.shape:
+            raise TranslationError("indexing with a 0-d boolean is not supported")
+        coords = op.NonZero(entry.value)
+        x_dims = static_shape[axis : axis + len(entry.shape)]
+        if None in x_dims or x_dims != entry.shape:
+            # NumPy raises when the mask's shape differs from the dims it indexes.
+            x_shape = op.Shape(x, start=axis, end=axis + len(entry.shape))
+            coords = op.Add(coords, _check_dims(op, op.Shape(entry.value), x_shape))
+        for k in range(len(entry.shape)):
+            arrays.append((axis + k, op.Gather(coords, constant(op, k, "int64"), axis=0), 1))
+    return arrays
+
+
+def _advanced(op, x, static_shape, entries):
+    """NumPy's advanced indexing: newaxis and slices first, then the broadcast index arrays."""
+    static_shape = tuple(static_shape)
+    dims: list[tuple[int, Slice | Array]] = []
+    axis = 0
+    for entry in entries:
+        if isinstance(entry, NewAxis):
+            x = op.Unsqueeze(x, constant(op, [axis], "int64"))
+            static_shape = static_shape[:axis] + (1,) + static_shape[axis:]
+            entry = Slice(None, None, None)
+        elif isinstance(entry, Bound):
+            # An integer among index arrays is a 0-d index array, broadcast with them.
+            entry = Array(entry.as_0d(op), (), False)
+        dims.append((axis, entry))
+        axis += entry.consumed if isinstance(entry, Array) else 1
+    per_axis = [e for _, e in dims for _ in range(e.consumed if isinstance(e, Array) else 1)]
+    x = _basic(op, x, static_shape, [e if isinstance(e, Slice) else FULL for e in per_axis])
+    arrays = _index_arrays(op, x, static_shape, dims)
+    if len(arrays) == 1:
+        ((axis, index, _),) = arrays
+        return op.Gather(x, index, axis=axis)
+    axes = [axis for axis, _, _ in arrays]
+    others = [axis for axis in range(len(static_shape)) if axis not in axes]
+    if axes + others != sorted(axes + others):
+        x = op.Transpose(x, perm=axes + others)
+    indices = [index for _, index, _ in arrays]
+    zero = op.Mul(reduce(op.Add, indices), constant(op, 0, "int64"))
+    last = constant(op, [-1], "int64")
+    result = op.GatherND(x, op.Concat(*(op.Unsqueeze(op.Add(i, zero), last) for i in indices), axis=-1))
+    if axes == list(range(axes[0], axes[0] + len(axes))) and axes[0] > 0:
+        # NumPy puts the dims of adjacent index arrays where the dims they index were.
+        batch = max(ndim for _, _, ndim in arrays)
+        perm = [*range(batch, batch + axes[0]), *range(batch), *range(batch + axes[0], batch + len(others))]
+        result = op.Transpose(result, perm=perm)
+    return result
+
+
+FULL = Slice(None, None, None)
+
+
+@register(Subtensor)
+def subtensor(op, node, x, *indices):
+    """Subtensor -> one Slice for the slices, a Gather per integer index."""
+    return _basic(op, x, node.inputs[0].type.shape, _entries(node, node.inputs[1:], indices))
+
+
+@register(AdvancedSubtensor1)
+def advanced_subtensor1(op, node, x, index):
+    """AdvancedSubtensor1 -> Gather on axis 0."""
+    return op.Gather(x, _int64(op, index), axis=0)
+
+
+@register(AdvancedSubtensor)
+def advanced_subtensor(op, node, x, *indices):
+    """AdvancedSubtensor -> Slice, then Gather (one index array) or GatherND (several)."""
+    return _advanced(op, x, node.inputs[0].type.shape, _entries(node, node.inputs[1:], indices))
+
+
+def _flat_positions(op, x):
+    """The flat position of every element of x, shaped like x."""
+    zero, one = constant(op, 0, "int64"), constant(op, 1, "int64")
+    return op.Reshape(op.Range(zero, op.Size(x), one), op.Shape(x))
+
+
+def _add(op, a, b, dtype):
+    return op.Or(a, b) if dtype == "bool" else op.Add(a, b)
+
+
+def _scatter_last(op, x, positions, values):
+    """x with x[positions[k]] = values[k], the last k winning where positions repeat."""
+    zero, one = constant(op, 0, "int64"), constant(op, 1, "int64")
+    count = op.Size(positions)
+    nothing = op.Expand(constant(op, -1, "int64"), op.Shape(x))
+    winner = op.ScatterElements(
+        nothing, positions, op.Range(zero, count, one), axis=0, reduction="max"
+    )
+    # Unwritten elements take themselves from x, placed after the values.
+    own = op.Add(op.Range(zero, op.Size(x), one), count)
+    picked = op.Where(op.Less(winner, zero), own, winner)
+    return op.Gather(op.Concat(values, x, axis=0), picked, axis=0)
+
+
+def _scatter_add(op, x, positions, values, dtype):
+    """x with values[k] added at positions[k], repeated positions accumulating (np.add.at)."""
+    if dtype == "float16":
+        raise TranslationError(
+            "ONNX Runtime cannot accumulate float16 values at repeated indices; "
+            "compute the increment in float32"
+        )
+    if dtype == "bool":
+        x64, v64 = (op.Cast(v, to=ir.DataType.INT64) for v in (x, values))
+        total = op.ScatterElements(x64, positions, v64, axis=0, reduction="add")
+        return op.Cast(total, to=ir.DataType.BOOL)
+    return op.ScatterElements(x, positions, values, axis=0, reduction="add")
+
+
+def _write(op, node, x, y, read, *, mode: str, unique: bool):
+    """x with the elements `read` selects set to y, incremented by y, or y added at (np.add.at)."""
+    dtype = node.outputs[0].type.dtype
+    if node.inputs[1].type.dtype != dtype:
+        y = op.Cast(y, to=onnx_dtype(dtype))
+    selected = read(_flat_positions(op, x))
+    flat = constant(op, [-1], "int64")
+    positions = op.Reshape(selected, flat)
+    x_flat = op.Reshape(x, flat)
+    values = op.Reshape(op.Expand(y, op.Shape(selected)), flat)
+    if mode == "add_at" and not unique:
+        result = _scatter_add(op, x_flat, positions, values, dtype)
+    else:
+        if mode != "set":
+            values = _add(op, op.Gather(x_flat, positions, axis=0), values, dtype)
+        if unique:
+            result = op.ScatterElements(x_flat, positions, values, axis=0)
+        else:
+            result = _scatter_last(op, x_flat, positions, values)
+    return op.Reshape(result, op.Shape(x))
+
+
+def _write_mode(op) -> str:
+    if op.set_instead_of_inc:
+        return "set"
+    return "add" if getattr(op, "ignore_duplicates", False) else "add_at"
+
+
+@register(IncSubtensor)
+def inc_subtensor(op, node, x, y, *indices):
+    """IncSubtensor -> ScatterElements into the flat positions x[indices] selects."""
+    entries = _entries(node, node.inputs[2:], indices)
+    shape = node.inputs[0].type.shape
+    return _write(
+        op, node, x, y, lambda v: _basic(op, v, shape, entries), mode=_write_mode(node.op), unique=True
+    )
+
+
+@register(AdvancedIncSubtensor1)
+def advanced_inc_subtensor1(op, node, x, y, index):
+    """AdvancedIncSubtensor1 -> ScatterElements at Gather(positions, index): repeats accumulate."""
+    index = _int64(op, index)
+    return _write(
+        op, node, x, y, lambda v: op.Gather(v, index, axis=0), mode=_write_mode(node.op), unique=False
+    )
+
+
+@register(AdvancedIncSubtensor)
+def advanced_inc_subtensor(op, node, x, y, *indices):
+    """AdvancedIncSubtensor -> ScatterElements at the positions x[indices] selects."""
+    entries = _entries(node, node.inputs[2:], indices)
+    shape = node.inputs[0].type.shape
+    return _write(
+        op, node, x, y, lambda v: _advanced(op, v, shape, entries), mode=_write_mode(node.op), unique=False
+    )

@@ -1,0 +1,188 @@
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pt_onnxscript.testing import compare_onnx_and_py
+
+
+def test_basic_forms(rng, opset):
+    x = pt.tensor3("x")
+    i, j = pt.lscalar("i"), pt.lscalar("j")
+    outs = [x[1:-1:2], x[::-1], x[i:j], x[-3], x[None, :, 0], x[:, 2, ::-2], x[-10::-1], x[j:i:-1]]
+    value = rng.normal(size=(5, 4, 3))
+    compare_onnx_and_py([x, i, j], outs, [value, np.array(1), np.array(4)], opset=opset)
+    compare_onnx_and_py([x, i, j], outs, [value, np.array(-9), np.array(-2)], opset=opset)
+
+
+def test_symbolic_step_and_bounds(rng):
+    x = pt.vector("x")
+    i, j, k = pt.lscalar("i"), pt.lscalar("j"), pt.lscalar("k")
+    outs = [x[i:j:k], x[::k], x[i::k], x[:j:k]]
+    value = rng.normal(size=6)
+    for bounds in [(1, 5, 2), (-1, -7, -1), (-20, 3, -1), (20, -20, -3), (0, 0, 1)]:
+        compare_onnx_and_py([x, i, j, k], outs, [value, *map(np.array, bounds)])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "uint16", "bool"])
+def test_dtypes_and_index_dtypes(dtype, rng):
+    x = pt.matrix("x", dtype=dtype)
+    i = pt.scalar("i", dtype="int8")
+    idx = pt.vector("idx", dtype="uint8")
+    value = (rng.normal(size=(4, 3)) * 10).astype(dtype)
+    outs = [x[i], x[1:i], x[idx], x[idx, i], x[:, idx]]
+    compare_onnx_and_py([x, i, idx], outs, [value, np.array(-2, "int8"), np.array([2, 0, 2], "uint8")])
+
+
+def test_advanced_forms(rng, opset):
+    x = pt.tensor3("x")
+    idx = pt.lvector("idx")
+    idx2 = pt.lmatrix("idx2")
+    outs = [
+        x[idx],
+        x[idx2, :, idx],  # separated arrays: broadcast dims first
+        x[:, idx2, idx],  # adjacent arrays: broadcast dims in place
+        x[idx, None, 1:],
+        x[1:, idx],
+        x[idx, 1:, idx],
+        x[idx, -1],
+        x[-1, :, idx],
+        x[idx2],
+    ]
+    values = [rng.normal(size=(4, 3, 4)), np.array([0, -1, 2, 2]), np.array([[1, 0, 1, 0], [-3, 2, 0, 1]])]
+    compare_onnx_and_py([x, idx, idx2], outs, values, opset=opset)
+
+
+def test_empty_index_arrays_and_empty_tensors(rng):
+    x = pt.matrix("x")
+    idx = pt.lvector("idx")
+    outs = [x[idx], x[:, idx], x[idx, idx], x[x > 0]]
+    compare_onnx_and_py([x, idx], outs, [rng.normal(size=(3, 4)), np.zeros(0, "int64")])
+    compare_onnx_and_py([x, idx], outs, [np.zeros((0, 4)), np.zeros(0, "int64")])
+
+
+def test_boolean_masks(rng, opset):
+    x = pt.tensor3("x")
+    m = pt.matrix("m")
+    outs = [x[x > 0], m[m > 0], x[m > 0], x[:, m[0] > 0], x[m[:, 0] > 0, 1:], m[m > 0].sum()]
+    value = rng.normal(size=(3, 4, 2))
+    compare_onnx_and_py([x, m], outs, [value, value[:, :, 0]], opset=opset)
+
+
+def test_boolean_mask_of_the_wrong_shape_raises():
+    x = pt.matrix("x")
+    mask = pt.vector("mask", dtype="bool")
+    fn = pytensor.function([x, mask], x[mask], mode="ONNX")
+    with pytest.raises(Exception, match="Gather"):
+        fn(np.ones((3, 2)), np.array([True, False]))
+
+
+def test_out_of_range_index_raises():
+    x = pt.vector("x")
+    i = pt.lscalar("i")
+    idx = pt.lvector("idx")
+    fn = pytensor.function([x, i, idx], [x[i], x[idx]], mode="ONNX")
+    fn(np.ones(3), np.array(-3), np.array([2]))
+    with pytest.raises(Exception, match="out of data bounds"):
+        fn(np.ones(3), np.array(3), np.array([2]))
+    with pytest.raises(Exception, match="out of data bounds"):
+        fn(np.ones(3), np.array(0), np.array([-4]))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "uint8", "bool"])
+def test_set_and_inc_with_repeated_indices(dtype, rng, opset):
+    x = pt.matrix("x", dtype=dtype)
+    y = pt.vector("y", dtype=dtype)
+    idx = pt.lvector("idx")
+    outs = [
+        pt.set_subtensor(x[idx], y),
+        pt.inc_subtensor(x[idx], y),
+        pt.inc_subtensor(x[idx, idx], y[0]),
+        pt.set_subtensor(x[idx, -1], y[:4]),
+        pt.inc_subtensor(x[idx, 1:], y[1:], ignore_duplicates=True),
+        pt.inc_subtensor(x[:, idx], y[0]),
+    ]
+    value = (rng.normal(size=(5, 4)) * 5).astype(dtype)
+    y_value = (np.arange(4) + 1).astype(dtype)
+    compare_onnx_and_py([x, y, idx], outs, [value, y_value, np.array([1, -4, 3, 1])], opset=opset)
+
+
+def test_basic_set_and_inc(rng):
+    x = pt.tensor3("x")
+    i = pt.lscalar("i")
+    y = pt.scalar("y")
+    outs = [
+        pt.set_subtensor(x[1:, i], y),
+        pt.inc_subtensor(x[::-1, :, 0], y),
+        pt.inc_subtensor(x[-1], x[0]),
+        pt.set_subtensor(x[i:, ::2, 1], pt.ones(2)),
+    ]
+    compare_onnx_and_py([x, i, y], outs, [rng.normal(size=(3, 4, 2)), np.array(-2), np.array(0.5)])
+
+
+def test_mask_set_and_inc(rng):
+    x = pt.matrix("x")
+    outs = [pt.set_subtensor(x[x > 0], 0.0), pt.inc_subtensor(x[x < 0], 1.0), pt.set_subtensor(x[x[:, 0] > 0, 1:], -1.0)]
+    compare_onnx_and_py([x], outs, [rng.normal(size=(4, 3))])
+
+
+def test_gradient_of_indexing_accumulates(rng):
+    w = pt.vector("w")
+    group = pt.lvector("group")
+    x = pt.matrix("x")
+    loss = (w[group] ** 2).sum() + (x[group, ::-1] * x[1:, :].sum()).sum()
+    grads = pytensor.grad(loss, [w, x])
+    values = [rng.normal(size=3), np.array([0, 2, 2, 1, 0, 2]), rng.normal(size=(3, 2))]
+    compare_onnx_and_py([w, group, x], grads, values)
+
+
+def test_symbolic_slices_among_index_arrays(rng):
+    x = pt.tensor3("x")
+    idx = pt.lvector("idx")
+    i, j = pt.lscalar("i"), pt.lscalar("j")
+    outs = [x[idx, i:j], x[i:, idx, ::j], pt.inc_subtensor(x[idx, :j], 1.0)]
+    values = [rng.normal(size=(4, 5, 3)), np.array([3, 0, 3]), np.array(1), np.array(-1)]
+    compare_onnx_and_py([x, idx, i, j], outs, values)
+
+
+def test_symbolic_batch_size(rng):
+    """One exported model serves every batch size, shape arithmetic included."""
+    x = pt.matrix("x", shape=(None, 3))
+    n = x.shape[0]
+    out = [x[n // 2 :], x[n - 1 :], pt.set_subtensor(x[:, 0], n)]
+    for rows in [0, 1, 7, 1000]:
+        compare_onnx_and_py([x], out, [rng.normal(size=(rows, 3))])
+
+
+bounds = st.none() | st.integers(-7, 7)
+slices = st.builds(slice, bounds, bounds, st.none() | st.integers(-3, 3).filter(bool))
+
+
+@settings(max_examples=30, deadline=None)
+@given(index=st.tuples(slices, slices | st.integers(-3, 2)), data=st.data())
+def test_random_slices(index, data):
+    x = pt.matrix("x", shape=(None, 3))
+    rows = data.draw(st.integers(0, 6))
+    compare_onnx_and_py([x], [x[index], pt.inc_subtensor(x[index], 1.5)], [np.arange(rows * 3.0).reshape(rows, 3)])
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_random_index_arrays(data):
+    shape = data.draw(st.lists(st.integers(1, 4), min_size=2, max_size=3))
+    x = pt.tensor("x", shape=(None,) * len(shape))
+    picked = data.draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True))
+    index_shape = data.draw(st.lists(st.integers(0, 3), max_size=2))
+    index, values = [slice(None)] * len(shape), []
+    for axis in sorted(picked):
+        ix = pt.tensor(f"i{axis}", dtype="int64", shape=(None,) * len(index_shape))
+        index[axis] = ix
+        values.append(np.asarray(data.draw(
+            st.lists(st.integers(-shape[axis], shape[axis] - 1), min_size=int(np.prod(index_shape)), max_size=int(np.prod(index_shape)))
+        ), dtype="int64").reshape(index_shape))
+    inputs = [x, *(i for i in index if not isinstance(i, slice))]
+    x_value = np.arange(np.prod(shape), dtype="float64").reshape(shape)
+    outs = [x[tuple(index)], pt.inc_subtensor(x[tuple(index)], 1.0)]
+    compare_onnx_and_py(inputs, outs, [x_value, *values])
