@@ -186,3 +186,13 @@ def test_random_index_arrays(data):
     x_value = np.arange(np.prod(shape), dtype="float64").reshape(shape)
     outs = [x[tuple(index)], pt.inc_subtensor(x[tuple(index)], 1.0)]
     compare_onnx_and_py(inputs, outs, [x_value, *values])
+
+
+def test_named_batch_dim_survives_indexing(tmp_path):
+    from pt_onnxscript import export_onnx
+
+    x = pt.matrix("x", shape=(None, 3))
+    out = pt.inc_subtensor(x[:, 0], x[:, 1:].sum(axis=1) * x.shape[0])
+    model = export_onnx(([x], [out]), tmp_path / "m.onnx", dims={"x": ("batch", 3)})
+    dims = [d.dim_param or d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", 3]

@@ -327,7 +327,10 @@ def _write(op, node, x, y, read, *, mode: str, unique: bool):
             result = op.ScatterElements(x_flat, positions, values, axis=0)
         else:
             result = _scatter_last(op, x_flat, positions, values)
-    return op.Reshape(result, op.Shape(x))
+    result = op.Reshape(result, op.Shape(x))
+    if x.shape is not None:
+        result.shape = ir.Shape(x.shape.dims)
+    return result
 
 
 def _write_mode(op) -> str:
