@@ -1,4 +1,5 @@
 import numpy as np
+import pytensor
 import pytensor.tensor as pt
 import pytest
 from pytensor.tensor.basic import MakeVector
@@ -34,3 +35,87 @@ def test_alloc_empty_has_the_right_shape_and_dtype():
     n = pt.scalar("n", dtype="int64")
     out = AllocEmpty("float32")(n, 3) * 0
     compare_onnx_and_py([n], out, [np.array(4)])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int8", "bool"])
+def test_join_stack_concatenate(dtype, rng):
+    x = pt.matrix("x", dtype=dtype)
+    y = pt.matrix("y", dtype="int32" if dtype != "bool" else "bool")
+    outs = [pt.concatenate([x, y], axis=0), pt.concatenate([x, y, x], axis=-1), pt.stack([x, x], axis=1), pt.join(0, x)]
+    values = [(rng.normal(size=(2, 3)) * 5).astype(dtype), (rng.normal(size=(2, 3)) * 5).astype(y.dtype)]
+    compare_onnx_and_py([x, y], outs, values)
+    compare_onnx_and_py([x, y], outs[:2], [np.zeros((0, 3), dtype), np.zeros((0, 3), y.dtype)])
+
+
+def test_split(rng):
+    x = pt.matrix("x")
+    sizes = pt.lvector("sizes")
+    outs = [*pt.split(x, sizes, n_splits=3, axis=1), *pt.split(x, [1, 0, 1], n_splits=3, axis=0)]
+    compare_onnx_and_py([x, sizes], outs, [rng.normal(size=(2, 5)), np.array([2, 0, 3])])
+
+
+def test_split_sizes_must_add_up():
+    x = pt.vector("x")
+    sizes = pt.lvector("sizes")
+    fn = pytensor.function([x, sizes], pt.split(x, sizes, n_splits=2), mode="ONNX")
+    with pytest.raises(Exception):
+        fn(np.ones(5), np.array([2, 2]))
+
+
+ARANGES = [(0, 5, 1), (5, 0, -2), (3, 3, 1), (-4, 7, 3), (0.1, 2.3, 0.2), (1.0, -1.0, -0.3), (0, 1e-3, 1e-4)]
+
+
+@pytest.mark.parametrize("start, stop, step", ARANGES)
+def test_arange(start, stop, step):
+    dtype = "float64" if isinstance(step, float) else "int64"
+    a, b, c = (pt.scalar(n, dtype=dtype) for n in "abc")
+    outs = [pt.arange(a, b, c)]
+    if dtype == "float64":
+        outs.append(pt.arange(a.astype("float32"), b.astype("float32"), c.astype("float32")))
+    else:
+        outs.append(pt.arange(a.astype("int16"), b.astype("int16"), c.astype("int16")))
+    compare_onnx_and_py([a, b, c], outs, [np.array(v, dtype) for v in (start, stop, step)])
+
+
+def test_arange_of_a_symbolic_size(rng):
+    x = pt.vector("x")
+    out = x * pt.arange(x.shape[0])
+    for n in [0, 1, 7]:
+        compare_onnx_and_py([x], out, [rng.normal(size=n)])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int32", "bool"])
+def test_eye_tri_tril_triu(dtype, rng):
+    n, m, k = pt.lscalar("n"), pt.lscalar("m"), pt.lscalar("k")
+    x = pt.matrix("x")
+    outs = [pt.eye(n, m, k, dtype=dtype), pt.eye(3, dtype=dtype), pt.tri(n, m, k, dtype=dtype), pt.tril(x, k), pt.triu(x, -1)]
+    for sizes in [(3, 4, 1), (4, 2, -1), (0, 3, 0)]:
+        compare_onnx_and_py([n, m, k, x], outs, [*map(np.array, sizes), rng.normal(size=(3, 4))])
+
+
+def test_diagonals(rng):
+    x = pt.tensor3("x")
+    v = pt.vector("v")
+    outs = [
+        pt.diagonal(x, 0, 1, 2), pt.diagonal(x, 1, 0, 2), pt.diagonal(x, -2, 2, 0), pt.diagonal(x, 5, 1, 2),
+        pt.diag(v), pt.diag(x[0]), pt.diag(v, k=-1),
+    ]
+    compare_onnx_and_py([x, v], outs, [rng.normal(size=(3, 4, 5)), rng.normal(size=3)])
+
+
+def test_nonzero_and_one_argument_where(rng):
+    x = pt.matrix("x")
+    outs = [*pt.nonzero(x > 0), pt.flatnonzero(x > 0), *pt.where(x < 0), pt.nonzero_values(x)]
+    compare_onnx_and_py([x], outs, [np.round(rng.normal(size=(3, 4)))])
+    compare_onnx_and_py([x], outs, [np.zeros((0, 4))])
+
+
+def test_shape_idioms(rng):
+    x = pt.tensor3("x", shape=(None, 1, 3))
+    y = pt.matrix("y")
+    outs = [
+        pt.flatten(x), pt.flatten(x, 2), pt.squeeze(x), pt.expand_dims(y, (0, 2)), pt.broadcast_to(y, (2, *y.shape)),
+        pt.flip(x), pt.flip(y, 1), pt.tile(y, (2, 3)), pt.tile(y, 2), y.T, x.transpose(2, 0, 1), pt.moveaxis(x, 0, -1),
+        pt.roll(y, 2, axis=1), pt.swapaxes(x, 0, 2),
+    ]
+    compare_onnx_and_py([x, y], outs, [rng.normal(size=(2, 1, 3)), rng.normal(size=(2, 3))])

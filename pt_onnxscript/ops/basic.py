@@ -1,12 +1,26 @@
-"""Alloc, AllocEmpty, MakeVector, ScalarFromTensor, TensorFromScalar."""
+"""Tensor construction and joining: the Ops of pytensor.tensor.basic."""
 
 import numpy as np
 import onnx_ir as ir
-from pytensor.tensor.basic import Alloc, AllocEmpty, MakeVector, ScalarFromTensor, TensorFromScalar
+from pytensor.graph.basic import Constant
+from pytensor.tensor.basic import (
+    ARange,
+    Alloc,
+    AllocEmpty,
+    ExtractDiag,
+    Eye,
+    Join,
+    MakeVector,
+    Nonzero,
+    ScalarFromTensor,
+    Split,
+    TensorFromScalar,
+)
 
-from pt_onnxscript.ops.common import out_dtype
+from pt_onnxscript.ops.common import constant, out_dtype
 from pt_onnxscript.registry import register
-from pt_onnxscript.types import as_ir_tensor
+from pt_onnxscript.translate import TranslationError
+from pt_onnxscript.types import as_ir_tensor, onnx_dtype
 
 
 def shape_vector(op, dims):
@@ -43,3 +57,99 @@ def make_vector(op, node, *scalars):
 def scalar_tensor(op, node, x):
     """ScalarFromTensor, TensorFromScalar -> Identity (both are 0-d tensors in ONNX)."""
     return op.Identity(x)
+
+
+def _static_axis(node, var, ndim: int) -> int:
+    if not isinstance(var, Constant):
+        raise TranslationError(f"{node}: the axis must be a constant for ONNX, got {var}")
+    axis = int(var.data)
+    return axis + ndim if axis < 0 else axis
+
+
+@register(Join)
+def join(op, node, axis, *tensors):
+    """Join -> Concat on the constant axis, inputs cast to the output dtype."""
+    out = node.outputs[0].type
+    at = _static_axis(node, node.inputs[0], out.ndim)
+    tensors = [
+        x if var.type.dtype == out.dtype else op.Cast(x, to=onnx_dtype(out.dtype))
+        for var, x in zip(node.inputs[1:], tensors, strict=True)
+    ]
+    return op.Concat(*tensors, axis=at) if len(tensors) > 1 else op.Identity(tensors[0])
+
+
+@register(Split)
+def split(op, node, x, axis, splits):
+    """Split -> Split with the sizes as input (ONNX Runtime raises if they do not add up)."""
+    at = _static_axis(node, node.inputs[1], node.inputs[0].type.ndim)
+    sizes = op.Cast(splits, to=ir.DataType.INT64) if node.inputs[2].type.dtype != "int64" else splits
+    outputs = op.Split(x, sizes, axis=at, _outputs=len(node.outputs))
+    return outputs if len(node.outputs) > 1 else [outputs]
+
+
+@register(ARange)
+def arange(op, node, start, stop, step):
+    """ARange -> NumPy's arange: n = ceil((stop - start) / step) in float64, then
+    start + i * delta, where delta = (start + step) - start in the output dtype."""
+    dtype = node.outputs[0].type.dtype
+    f64 = ir.DataType.DOUBLE
+    start64, stop64, step64 = (op.Cast(v, to=f64) for v in (start, stop, step))
+    count = op.Cast(
+        op.Max(op.Ceil(op.Div(op.Sub(stop64, start64), step64)), constant(op, 0.0, "float64")),
+        to=ir.DataType.INT64,
+    )
+    index = op.Range(constant(op, 0, "int64"), count, constant(op, 1, "int64"))
+    if dtype.startswith(("int", "uint")):
+        first = op.Cast(start, to=ir.DataType.INT64)
+        values = op.Add(first, op.Mul(index, op.Cast(step, to=ir.DataType.INT64)))
+        return values if dtype == "int64" else op.Cast(values, to=onnx_dtype(dtype))
+    target = onnx_dtype(dtype)
+    first = op.Cast(start64, to=target)
+    second = op.Cast(op.Add(start64, step64), to=target)
+    values = op.Add(first, op.Mul(op.Cast(index, to=target), op.Sub(second, first)))
+    # NumPy stores start + step itself as the second value.
+    return op.Where(op.Equal(index, constant(op, 1, "int64")), second, values)
+
+
+@register(Eye)
+def eye(op, node, n, m, k):
+    """Eye -> (column - row == k) on Range grids, cast to the output dtype."""
+    i64 = ir.DataType.INT64
+    zero, one = constant(op, 0, "int64"), constant(op, 1, "int64")
+    rows = op.Unsqueeze(op.Range(zero, op.Cast(n, to=i64), one), constant(op, [1], "int64"))
+    cols = op.Range(zero, op.Cast(m, to=i64), one)
+    return op.Cast(op.Equal(op.Sub(cols, rows), op.Cast(k, to=i64)), to=out_dtype(node))
+
+
+@register(Nonzero)
+def nonzero(op, node, x):
+    """Nonzero -> the rows of NonZero(x != 0)."""
+    dtype = node.inputs[0].type.dtype
+    coords = op.NonZero(x if dtype == "bool" else op.Not(op.Equal(x, constant(op, 0, dtype))))
+    rows = [op.Gather(coords, constant(op, i, "int64"), axis=0) for i in range(len(node.outputs))]
+    return rows if len(rows) > 1 else rows[0]
+
+
+@register(ExtractDiag)
+def extract_diag(op, node, x):
+    """ExtractDiag -> Gather of the diagonal's flat positions after moving axis1, axis2 last."""
+    d = node.op
+    ndim = node.inputs[0].type.ndim
+    rest = [a for a in range(ndim) if a not in (d.axis1, d.axis2)]
+    perm = rest + [d.axis1, d.axis2]
+    if perm != list(range(ndim)):
+        x = op.Transpose(x, perm=perm)
+    rows = op.Shape(x, start=ndim - 2, end=ndim - 1)
+    cols = op.Shape(x, start=ndim - 1, end=ndim)
+    row0, col0 = max(-d.offset, 0), max(d.offset, 0)
+    length = op.Max(
+        op.Min(op.Sub(rows, constant(op, [row0], "int64")), op.Sub(cols, constant(op, [col0], "int64"))),
+        constant(op, [0], "int64"),
+    )
+    i = op.Range(constant(op, 0, "int64"), op.Squeeze(length, constant(op, [0], "int64")), constant(op, 1, "int64"))
+    positions = op.Add(
+        op.Mul(op.Add(i, constant(op, row0, "int64")), op.Squeeze(cols, constant(op, [0], "int64"))),
+        op.Add(i, constant(op, col0, "int64")),
+    )
+    flat = op.Reshape(x, op.Concat(op.Shape(x, start=0, end=ndim - 2), op.Mul(rows, cols), axis=0))
+    return op.Gather(flat, positions, axis=-1)
