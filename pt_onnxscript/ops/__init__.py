@@ -6,11 +6,13 @@ from pt_onnxscript.ops import (  # noqa: F401
     blockwise,
     compile,
     elemwise,
+    extra_ops,
     math,
     raise_op,
     scalar,
     scalar_math,
     shape,
+    sort,
     special,
     subtensor,
 )

@@ -24,3 +24,16 @@ def cast_inputs_to_output(op, node, inputs):
 def constant(op, value, dtype: str):
     """A constant of PyTensor dtype `dtype`, shared with the graph's other constants."""
     return constant_value(op, tensor_constant(np.asarray(value, dtype=dtype)))
+
+
+# ONNX Runtime's Where has no bool/int16/uint16/uint64 kernel; these dtypes hold the same values.
+WHERE_DTYPE = {"bool": "uint8", "int16": "int32", "uint16": "uint32", "uint64": "int64"}
+
+
+def where(op, cond, a, b, dtype: str):
+    """Where(cond, a, b) for values of PyTensor dtype `dtype`."""
+    via = WHERE_DTYPE.get(dtype)
+    if via is None:
+        return op.Where(cond, a, b)
+    to, back = onnx_dtype(via), onnx_dtype(dtype)
+    return op.Cast(op.Where(cond, op.Cast(a, to=to), op.Cast(b, to=to)), to=back)

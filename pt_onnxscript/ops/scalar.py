@@ -30,7 +30,7 @@ from onnxscript import (
 from onnxscript import opset18 as op18
 from pytensor.graph.traversal import ancestors
 
-from pt_onnxscript.ops.common import cast_inputs_to_output
+from pt_onnxscript.ops.common import cast_inputs_to_output, where
 from pt_onnxscript.registry import register_scalar
 from pt_onnxscript.translate import translate_inner_graph
 from pt_onnxscript.types import onnx_dtype
@@ -45,8 +45,6 @@ SIGNED = ("int8", "int16", "int32", "int64")
 UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
 
 # ONNX Runtime's CPU kernels missing for some dtypes: the dtype each op computes in instead.
-# Where: no bool/int16/uint16/uint64 (uint64 -> int64 keeps the bits).
-WHERE_DTYPE = {"bool": "uint8", "int16": "int32", "uint16": "uint32", "uint64": "int64"}
 # Less, Greater, LessOrEqual, GreaterOrEqual: no bool.
 ORDER_DTYPE = {"bool": "uint8"}
 # Max, Min: no int16/uint16.
@@ -67,12 +65,6 @@ def _cast(op, x, src: str, dst: str):
 def _const(op, value, dtype: str):
     """A 0-d constant of PyTensor dtype `dtype`."""
     return op.Constant(value=ir.tensor(np.asarray(value, dtype=dtype)))
-
-
-def _where(op, cond, a, b, dtype: str):
-    """Where(cond, a, b) for values of PyTensor dtype `dtype`."""
-    via = WHERE_DTYPE.get(dtype, dtype)
-    return _cast(op, op.Where(cond, _cast(op, a, dtype, via), _cast(op, b, dtype, via)), via, dtype)
 
 
 def _entry(table: dict, scalar_op):
@@ -146,7 +138,7 @@ def switch(op, node, cond, a, b):
     out = _dtype(node.outputs[0])
     cond = _cast(op, cond, _dtype(node.inputs[0]), "bool")
     a, b = (_cast(op, v, _dtype(var), out) for v, var in zip((a, b), node.inputs[1:]))
-    return _where(op, cond, a, b, out)
+    return where(op, cond, a, b, out)
 
 
 # ---------------------------------------------------------------- bitwise
@@ -349,10 +341,10 @@ def pow_(op, node, x, e):
     zero, one = _const(op, 0, out), _const(op, 1, out)
     negative = op.Less(e, zero)
     # The parity of a negative exponent decides the sign of (-1) ** e.
-    exponent = _where(op, negative, op.BitwiseAnd(e, one), e, out)
+    exponent = where(op, negative, op.BitwiseAnd(e, one), e, out)
     power = op.call_inline(power_by_squaring, x, exponent)
     unit = op.Or(op.Equal(x, one), op.Equal(x, _const(op, -1, out)))
-    return _where(op, op.And(negative, op.Not(unit)), zero, power, out)
+    return where(op, op.And(negative, op.Not(unit)), zero, power, out)
 
 
 @register_scalar(ps.Clip)
@@ -364,7 +356,7 @@ def clip(op, node, x, low, high):
     cx = _cast(op, x, out, order)
     below = op.Less(cx, _cast(op, low, out, order))
     above = op.Greater(cx, _cast(op, high, out, order))
-    return _where(op, below, low, _where(op, above, high, x, out), out)
+    return where(op, below, low, where(op, above, high, x, out), out)
 
 
 @register_scalar(ps.Second)

@@ -1,0 +1,141 @@
+"""CumOp, Repeat, SearchsortedOp, FillDiagonal, FillDiagonalOffset."""
+
+import onnx_ir as ir
+from pytensor.tensor.extra_ops import (
+    CumOp,
+    FillDiagonal,
+    FillDiagonalOffset,
+    Repeat,
+    SearchsortedOp,
+)
+
+from pt_onnxscript.ops.common import constant, where
+from pt_onnxscript.registry import register
+from pt_onnxscript.translate import TranslationError
+from pt_onnxscript.types import onnx_dtype
+
+# ONNX Runtime's CumSum kernels; other integers accumulate in int64 and wrap back like NumPy.
+CUMSUM_DTYPES = {"float32", "float64", "int32", "int64", "uint32", "uint64"}
+
+
+def _flatten(op, x):
+    return op.Reshape(x, constant(op, [-1], "int64"))
+
+
+@register(CumOp)
+def cumop(op, node, x):
+    """CumOp -> CumSum (add); a Loop of running products (mul), as NumPy multiplies in order."""
+    axis = node.op.axis
+    if axis is None:
+        x, axis = _flatten(op, x), 0
+    dtype = node.outputs[0].type.dtype
+    if node.op.mode == "add":
+        via = dtype if dtype in CUMSUM_DTYPES else "int64"
+        if dtype in ("float16", "bool"):
+            raise TranslationError(f"{node}: no exact ONNX cumulative sum of {dtype}")
+        x = x if via == dtype else op.Cast(x, to=onnx_dtype(via))
+        total = op.CumSum(x, constant(op, axis, "int64"))
+        return total if via == dtype else op.Cast(total, to=onnx_dtype(dtype))
+    return _cumprod(op, node, x, axis, node.outputs[0].type.ndim if node.op.axis is not None else 1)
+
+
+def _cumprod(op, node, x, axis: int, ndim: int):
+    """Running products along `axis`: a Loop carrying the product, its steps as scan outputs."""
+    perm = [axis] + [a for a in range(ndim) if a != axis]
+    front = op.Transpose(x, perm=perm) if axis else x
+    dtype = onnx_dtype(node.outputs[0].type.dtype)
+    ones = op.Expand(constant(op, 1, node.outputs[0].type.dtype), op.Shape(front, start=1))
+
+    def body(op, i, condition, product):
+        product = op.Mul(product, op.Gather(front, i, axis=0))
+        return [op.Identity(condition), product, op.Identity(product)]
+
+    graph = op.builder.subgraph(
+        body,
+        inputs=[
+            ir.val("i", ir.DataType.INT64, []),
+            ir.val("condition", ir.DataType.BOOL, []),
+            ir.val("product", dtype),
+        ],
+        outputs=[ir.val("condition_out", ir.DataType.BOOL, []), ir.val("product_out", dtype), ir.val("step", dtype)],
+        name="cumprod_body",
+    )
+    count = op.Squeeze(op.Shape(front, start=0, end=1), constant(op, [0], "int64"))
+    _, steps = op.Loop(count, None, ones, body=graph, _outputs=2)
+    # With no steps the scan output has no shape of its own: give it the input's.
+    steps = op.Reshape(steps, op.Shape(front))
+    if not axis:
+        return steps
+    inverse = sorted(range(ndim), key=perm.__getitem__)
+    return op.Transpose(steps, perm=inverse)
+
+
+@register(Repeat)
+def repeat(op, node, x, repeats):
+    """Repeat -> Gather of each element's index, repeated: the running count of boundaries."""
+    axis = node.op.axis
+    if axis is None:
+        x, axis = _flatten(op, x), 0
+    repeats = op.Cast(repeats, to=ir.DataType.INT64)
+    if node.inputs[1].type.ndim == 0:
+        count = op.Shape(x, start=axis, end=axis + 1)
+        repeats = op.Expand(repeats, count)
+    zero, one = constant(op, 0, "int64"), constant(op, 1, "int64")
+    ends = op.CumSum(repeats, zero)
+    total = op.ReduceSum(repeats, keepdims=1)
+    # A mark at each element's end (an extra slot takes the ends equal to the total).
+    marks = op.Expand(zero, op.Add(total, one))
+    marks = op.ScatterElements(marks, ends, op.Expand(one, op.Shape(ends)), axis=0, reduction="add")
+    index = op.CumSum(op.Slice(marks, constant(op, [0], "int64"), total, constant(op, [0], "int64")), zero)
+    return op.Gather(x, index, axis=axis)
+
+
+def _before(op, a, b, side: str):
+    """a comes before b in NumPy's order (NaN last): a < b (left) or a <= b (right)."""
+    if side == "left":
+        return op.Or(op.Less(a, b), op.And(op.IsNaN(b), op.Not(op.IsNaN(a))))
+    return op.Or(op.LessOrEqual(a, b), op.IsNaN(b))
+
+
+@register(SearchsortedOp)
+def searchsorted(op, node, x, v, sorter=None):
+    """SearchsortedOp -> count of the x before each v (O(len(x) * len(v)) comparisons)."""
+    if sorter is not None:
+        x = op.Gather(x, sorter, axis=0)
+    dtype = node.inputs[0].type.dtype
+    common = node.inputs[1].type.dtype
+    if dtype != common:
+        raise TranslationError(f"{node}: x is {dtype} and v is {common}; cast them to one dtype")
+    vs = op.Unsqueeze(v, constant(op, [-1], "int64"))
+    if dtype.startswith("float"):
+        before = _before(op, x, vs, node.op.side)
+    else:
+        before = op.Less(x, vs) if node.op.side == "left" else op.LessOrEqual(x, vs)
+    return op.ReduceSum(op.Cast(before, to=ir.DataType.INT64), constant(op, [-1], "int64"), keepdims=0)
+
+
+def _diagonal_mask(op, a, offset):
+    zero, one = constant(op, 0, "int64"), constant(op, 1, "int64")
+    rows = op.Range(zero, op.Squeeze(op.Shape(a, start=0, end=1), constant(op, [0], "int64")), one)
+    cols = op.Range(zero, op.Squeeze(op.Shape(a, start=1, end=2), constant(op, [0], "int64")), one)
+    rows = op.Unsqueeze(rows, constant(op, [1], "int64"))
+    return op.Equal(op.Sub(cols, rows), offset)
+
+
+@register(FillDiagonal)
+def fill_diagonal(op, node, a, value):
+    """FillDiagonal -> Where(row == col, value, a) (matrices)."""
+    if node.inputs[0].type.ndim != 2:
+        raise TranslationError(f"{node}: only matrices are supported")
+    dtype = node.outputs[0].type.dtype
+    value = value if node.inputs[1].type.dtype == dtype else op.Cast(value, to=onnx_dtype(dtype))
+    return where(op, _diagonal_mask(op, a, constant(op, 0, "int64")), op.Expand(value, op.Shape(a)), a, dtype)
+
+
+@register(FillDiagonalOffset)
+def fill_diagonal_offset(op, node, a, value, offset):
+    """FillDiagonalOffset -> Where(col - row == offset, value, a)."""
+    dtype = node.outputs[0].type.dtype
+    value = value if node.inputs[1].type.dtype == dtype else op.Cast(value, to=onnx_dtype(dtype))
+    mask = _diagonal_mask(op, a, op.Cast(offset, to=ir.DataType.INT64))
+    return where(op, mask, op.Expand(value, op.Shape(a)), a, dtype)

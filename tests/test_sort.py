@@ -1,0 +1,28 @@
+import numpy as np
+import pytensor.tensor as pt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from pt_onnxscript.testing import compare_onnx_and_py
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "uint16", "int64", "bool"])
+def test_sort_and_argsort(dtype, rng, opset):
+    x = pt.matrix("x", dtype=dtype)
+    outs = [pt.sort(x), pt.sort(x, axis=0), pt.sort(x, axis=None), pt.argsort(x, kind="stable"),
+            pt.argsort(x, axis=0, kind="stable"), pt.argsort(x, axis=None, kind="stable")]
+    value = np.round(rng.normal(size=(4, 5)) * 2).astype(dtype)
+    compare_onnx_and_py([x], outs, [value], opset=opset)
+    compare_onnx_and_py([x], outs, [np.zeros((0, 5), dtype)], opset=opset)
+
+
+floats = st.sampled_from([np.nan, -np.inf, np.inf, 0.0, -0.0, 1.0, -1.0, 1e300, 5e-324])
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=hnp.arrays("float64", st.integers(0, 12), elements=floats))
+def test_ties_nan_and_signed_zeros_like_numpy_stable(values):
+    x = pt.vector("x")
+    compare_onnx_and_py([x], [pt.sort(x), pt.argsort(x, kind="stable")], [values])
