@@ -7,6 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 import onnx
 import onnx_ir as ir
+from onnx_ir.passes.common import InlinePass
 from onnxscript import GraphBuilder
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
@@ -263,12 +264,23 @@ def fgraph_to_model(
         if not value.uses() and not value.is_graph_output():
             graph.initializers.pop(value.name)
 
-    return ir.Model(
+    model = ir.Model(
         graph,
         ir_version=min_ir_version(opset),
         producer_name="pt_onnxscript",
         producer_version=__version__,
+        functions=list(builder.functions.values()),
     )
+    if model.functions:
+        # Scripted functions that call other scripted functions leave such calls behind.
+        domains = {function.domain for function in model.functions.values()}
+        for function in model.functions.values():
+            # Written against opset 18, like the functions inlined directly.
+            function.opset_imports[""] = opset
+        InlinePass()(model)
+        for domain in domains:
+            graph.opset_imports.pop(domain, None)
+    return model
 
 
 def _set_output_type(value: ir.Value, var: Variable) -> None:

@@ -11,6 +11,7 @@ from pt_onnxscript.ops import (  # noqa: F401
     raise_op,
     scalar,
     scalar_math,
+    scalar_special,
     shape,
     sort,
     special,

@@ -1,6 +1,7 @@
 """Small helpers shared by translations."""
 
 import numpy as np
+import onnx_ir as ir
 from pytensor.tensor import constant as tensor_constant
 
 from pt_onnxscript.translate import constant_value
@@ -37,3 +38,17 @@ def where(op, cond, a, b, dtype: str):
         return op.Where(cond, a, b)
     to, back = onnx_dtype(via), onnx_dtype(dtype)
     return op.Cast(op.Where(cond, op.Cast(a, to=to), op.Cast(b, to=to)), to=back)
+
+
+def inline(op, function, *args):
+    """Inline scripted `function`; the scripted functions it calls are inlined with the model."""
+    _register_callees(op.builder.functions, function)
+    return op.call_inline(function, *args)
+
+
+def _register_callees(functions, function):
+    for node in ir.traversal.RecursiveGraphIterator(function.graph()):
+        callee = function.function.__globals__.get(node.op_type)
+        if node.domain == function.function_ir.domain and callee is not None:
+            functions[callee.function_ir.identifier()] = callee.function_ir
+            _register_callees(functions, callee)
