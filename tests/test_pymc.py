@@ -1,0 +1,131 @@
+"""PyMC models' log-densities and gradients through mode "ONNX" and export_logp."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from pytensor.compile.mode import Mode
+
+pm = pytest.importorskip("pymc")
+
+from pt_onnxscript.pymc_model import export_logp, layout, ravel_point, read_layout  # noqa: E402
+from pt_onnxscript.testing import assert_same  # noqa: E402
+
+# Reference: PyTensor's own rewrites with its Python linker (same math as the default mode).
+REFERENCE = Mode(linker="py", optimizer="fast_run")
+rng = np.random.default_rng(2026)
+
+
+def glm():
+    X = rng.normal(size=(30, 3))
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=3)
+        sigma = pm.HalfNormal("sigma", 1)
+        pm.Normal("y", X @ beta, sigma, observed=X @ [1.0, -2.0, 0.5] + rng.normal(size=30))
+    return model
+
+
+def hierarchical():
+    group = rng.integers(0, 4, 40)
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        tau = pm.HalfCauchy("tau", 1)
+        offset = pm.Normal("offset", 0, 1, shape=4)
+        pm.StudentT("y", nu=4, mu=mu + tau * offset[group], sigma=1, observed=rng.normal(size=40))
+    return model
+
+
+def counts():
+    with pm.Model() as model:
+        lam = pm.Gamma("lam", 2, 1)
+        p = pm.Beta("p", 2, 2)
+        pm.Poisson("y", lam, observed=[1, 2, 0, 4])
+        pm.NegativeBinomial("z", mu=lam, alpha=p + 1, observed=[0, 3, 5])
+        pm.ZeroInflatedPoisson("w", psi=p, mu=lam, observed=[0, 0, 1, 3])
+    return model
+
+
+def mixture():
+    with pm.Model() as model:
+        w = pm.Dirichlet("w", np.ones(2))
+        mu = pm.Normal("mu", [-1, 1], 1, shape=2)
+        pm.NormalMixture("y", w=w, mu=mu, sigma=1, observed=rng.normal(size=20))
+    return model
+
+
+def censored_truncated():
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        observed = np.clip(rng.normal(size=20), -1, 1)
+        pm.Censored("y", pm.Normal.dist(mu, 1), lower=-1, upper=1, observed=observed)
+        pm.Truncated("t", pm.Normal.dist(mu, 1), lower=0, observed=np.abs(rng.normal(size=10)))
+    return model
+
+
+def ordinal_with_potential():
+    with pm.Model() as model:
+        cut = pm.Normal(
+            "cut", [-1, 0, 1], 1, shape=3,
+            transform=pm.distributions.transforms.ordered, initval=[-1.0, 0.0, 1.0],
+        )
+        eta = pm.Normal("eta")
+        pm.OrderedLogistic("y", eta=eta, cutpoints=cut, observed=[0, 1, 3, 2, 2])
+        pm.Potential("shrink", -(eta**2))
+    return model
+
+
+MODELS = [glm, hierarchical, counts, mixture, censored_truncated, ordinal_with_potential]
+
+
+def points(model, n=3):
+    """The initial point and n random points around it."""
+    start = model.initial_point()
+    yield start
+    for _ in range(n):
+        yield {k: v + rng.normal(scale=0.5, size=np.shape(v)) for k, v in start.items()}
+
+
+@pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
+def test_logp_and_dlogp_in_mode_onnx(make):
+    model = make()
+    fns = {
+        mode: (model.compile_logp(mode=mode), model.compile_dlogp(mode=mode))
+        for mode in ("ONNX", REFERENCE)
+    }
+    for point in points(model):
+        for (onnx_fn, ref_fn), what in zip(zip(*fns.values()), ["logp", "dlogp"]):
+            assert_same(onnx_fn(point), ref_fn(point), rtol=1e-11, atol=1e-11, what=what)
+
+
+@pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
+def test_exported_logp_runs_without_pymc(make, tmp_path):
+    model = make()
+    path = tmp_path / "logp.onnx"
+    export_logp(model, path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    import onnx
+
+    slots = read_layout(onnx.load(str(path)))
+    assert slots == layout(model)
+    logp, dlogp = model.compile_logp(mode=REFERENCE), model.compile_dlogp(mode=REFERENCE)
+    for point in points(model, 2):
+        got = session.run(["logp", "dlogp"], {"point": ravel_point(point, slots)})
+        assert_same(got[0], logp(point), rtol=1e-11, atol=1e-11, what="logp")
+        assert_same(got[1], dlogp(point), rtol=1e-11, atol=1e-11, what="dlogp")
+
+
+def test_against_the_default_mode_and_compile_fn():
+    model = hierarchical()
+    point = model.initial_point()
+    assert_same(model.compile_logp(mode="ONNX")(point), model.compile_logp()(point))
+    assert_same(model.compile_dlogp(mode="ONNX")(point), model.compile_dlogp()(point), rtol=1e-11, atol=1e-12)
+    with model:
+        fn = pm.compile_fn(model.logp(sum=False), inputs=model.value_vars, mode="ONNX")
+        ref = pm.compile_fn(model.logp(sum=False), inputs=model.value_vars, mode=REFERENCE)
+    for got, expected in zip(fn(point), ref(point), strict=True):
+        assert_same(got, expected)
+
+
+def test_ravel_point_names_what_is_missing():
+    model = glm()
+    with pytest.raises(KeyError, match="sigma_log__"):
+        ravel_point({"beta": np.zeros(3)}, layout(model))
