@@ -11,6 +11,7 @@ from onnx_ir.passes.common import InlinePass
 from onnxscript import GraphBuilder
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
+from pytensor.ifelse import IfElse
 from pytensor.scalar.basic import ScalarType
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import Elemwise
@@ -165,29 +166,88 @@ def translate_graph(
     nodes: Sequence[Apply],
     values: dict[Variable, ir.Value | None],
     scalar: bool = False,
+    outputs: Sequence[Variable] = (),
+    branches: dict | None = None,
 ) -> dict[Variable, ir.Value | None]:
     """Translate `nodes` in order, binding each output in `values` (inputs already bound).
 
-    Composite and OpFromGraph inner graphs are walked through this same function.
+    Composite, OpFromGraph and IfElse inner graphs are walked through this same function.
+    The nodes only one branch of an IfElse needs are translated inside that branch: the
+    IfElse translation receives, for each branch, a function that builds them and returns
+    the branch's values.
     """
     builder = op.builder
+    if branches is None:
+        branches = {} if scalar else _branch_nodes(nodes, outputs)
+        owned = {n for pair in branches.values() for branch in pair for n in branch}
+    else:  # `nodes` are the nodes of a branch
+        owned = set()
     for index, node in enumerate(nodes):
-        inputs = [
-            values[var] if var in values else constant_value(op, var) for var in node.inputs
-        ]
+        if node in owned:
+            continue
+        if isinstance(node.op, IfElse) and not scalar:
+            inputs = [_value(op, values, node.inputs[0])] + [
+                _branch_builder(values, node, b, branches) for b in (0, 1)
+            ]
+        else:
+            inputs = [_value(op, values, var) for var in node.inputs]
         builder.push_module(f"{index}_{_label(node)}", class_name=str(node.op))
         try:
-            outputs = translate_node(op, node, inputs, scalar)
+            results = translate_node(op, node, inputs, scalar)
         finally:
             builder.pop_module()
-        values.update(zip(node.outputs, outputs, strict=True))
+        values.update(zip(node.outputs, results, strict=True))
     return values
+
+
+def _value(op, values, var):
+    return values[var] if var in values else constant_value(op, var)
+
+
+def _branch_builder(values, node: Apply, branch: int, branches: dict):
+    """A function building branch `branch` of IfElse `node` into a builder's graph."""
+    n = node.op.n_outs
+    branch_vars = node.inputs[1 + branch * n : 1 + (branch + 1) * n]
+
+    def build(op):
+        inner = dict(values)
+        translate_graph(op, branches.get(node, ([], []))[branch], inner, branches=branches)
+        return [_value(op, inner, var) for var in branch_vars]
+
+    return build
+
+
+def _branch_nodes(nodes: Sequence[Apply], outputs: Sequence[Variable]) -> dict:
+    """For each IfElse, the nodes (in order) whose results only its then or else branch uses."""
+    clients: dict[Variable, list[tuple[Apply, int]]] = {}
+    for node in nodes:
+        for i, var in enumerate(node.inputs):
+            clients.setdefault(var, []).append((node, i))
+    owner: dict[Apply, tuple[Apply, int]] = {}
+    for node in reversed(nodes):
+        owners = set()
+        for var in node.outputs:
+            if var in outputs:
+                owners.add(None)
+            for client, i in clients.get(var, []):
+                if isinstance(client.op, IfElse) and i > 0:
+                    owners.add((client, 0 if i <= client.op.n_outs else 1))
+                else:
+                    owners.add(owner.get(client))
+        if len(owners) == 1 and None not in owners:
+            owner[node] = owners.pop()
+    branches: dict[Apply, tuple[list, list]] = {}
+    for node in nodes:
+        if node in owner:
+            ifelse, branch = owner[node]
+            branches.setdefault(ifelse, ([], []))[branch].append(node)
+    return branches
 
 
 def translate_inner_graph(op, inner_inputs, inner_outputs, inner_nodes, outer_values, scalar=False):
     """Inline an inner graph: bind its inputs to `outer_values`, return its output values."""
     values = dict(zip(inner_inputs, outer_values, strict=True))
-    translate_graph(op, inner_nodes, values, scalar)
+    translate_graph(op, inner_nodes, values, scalar, outputs=inner_outputs)
     return [values[var] if var in values else constant_value(op, var) for var in inner_outputs]
 
 
@@ -248,7 +308,7 @@ def fgraph_to_model(
             shape = value_shape(var, dims.get(var_name), var_name)
             values[var] = builder.input(var_name, onnx_dtype(var.type.dtype), shape)
 
-    translate_graph(op, nodes, values)
+    translate_graph(op, nodes, values, outputs=fgraph.outputs)
 
     if output_names is None:
         output_names = [f"output_{i}" for i in range(len(fgraph.outputs))]

@@ -7,6 +7,7 @@ from pt_onnxscript.ops import (  # noqa: F401
     compile,
     elemwise,
     extra_ops,
+    ifelse,
     math,
     raise_op,
     scalar,

@@ -1,0 +1,41 @@
+"""IfElse -> ONNX If, each branch's own computations inside its subgraph."""
+
+import onnx_ir as ir
+from pytensor.ifelse import IfElse
+
+from pt_onnxscript.ops.common import constant
+from pt_onnxscript.registry import register
+from pt_onnxscript.types import onnx_dtype
+
+
+@register(IfElse)
+def ifelse(op, node, condition, build_then, build_else):
+    """IfElse -> If(condition != 0): only the taken branch runs, as in PyTensor.
+
+    `build_then` and `build_else` (from the walker) build a branch's nodes into a graph
+    and return its values.
+    """
+    if node.inputs[0].type.dtype != "bool":
+        condition = op.Not(op.Equal(condition, constant(op, 0, node.inputs[0].type.dtype)))
+    if node.inputs[0].type.ndim:
+        condition = op.Reshape(condition, constant(op, [], "int64"))
+    outputs = node.outputs
+
+    def branch(build, name):
+        def trace(op):
+            results = []
+            for var, value in zip(outputs, build(op), strict=True):
+                target = onnx_dtype(var.type.dtype)
+                results.append(op.Identity(value) if value.dtype == target else op.Cast(value, to=target))
+            return results
+
+        declared = [ir.val(f"{name}_{i}", onnx_dtype(var.type.dtype)) for i, var in enumerate(outputs)]
+        return op.builder.subgraph(trace, inputs=[], outputs=declared, name=name)
+
+    results = op.If(
+        condition,
+        then_branch=branch(build_then, "then"),
+        else_branch=branch(build_else, "else"),
+        _outputs=len(outputs),
+    )
+    return results
