@@ -11,6 +11,7 @@ from pt_onnxscript.ops import (  # noqa: F401
     math,
     raise_op,
     scalar,
+    scan,
     scalar_math,
     scalar_special,
     shape,

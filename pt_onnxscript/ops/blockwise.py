@@ -3,7 +3,7 @@
 import onnx_ir as ir
 from pytensor.tensor.blockwise import Blockwise
 
-from pt_onnxscript.ops.common import constant
+from pt_onnxscript.ops.common import constant, subgraph_tag
 from pt_onnxscript.registry import blockwise_translation_for, register
 from pt_onnxscript.translate import translate_node
 from pt_onnxscript.types import onnx_dtype
@@ -55,14 +55,15 @@ def loop_over_batch(op, node, inputs):
         outputs = translate_node(op, core_node, core_inputs)
         return [op.Identity(condition), *outputs]
 
+    tag = subgraph_tag("blockwise")
     body_graph = op.builder.subgraph(
         body,
         inputs=[
-            ir.val("iteration", ir.DataType.INT64, []),
-            ir.val("condition", ir.DataType.BOOL, []),
+            ir.val(f"{tag}_iteration", ir.DataType.INT64, []),
+            ir.val(f"{tag}_condition", ir.DataType.BOOL, []),
         ],
-        outputs=[ir.val("condition_out", ir.DataType.BOOL, [])]
-        + [ir.val(f"core_out_{i}", onnx_dtype(v.type.dtype)) for i, v in enumerate(core_node.outputs)],
+        outputs=[ir.val(f"{tag}_condition_out", ir.DataType.BOOL, [])]
+        + [ir.val(f"{tag}_core_out_{i}", onnx_dtype(v.type.dtype)) for i, v in enumerate(core_node.outputs)],
         name="blockwise_body",
     )
     stacked = op.Loop(

@@ -1,5 +1,7 @@
 """Small helpers shared by translations."""
 
+from itertools import count
+
 import numpy as np
 import onnx_ir as ir
 from pytensor.tensor import constant as tensor_constant
@@ -52,3 +54,11 @@ def _register_callees(functions, function):
         if node.domain == function.function_ir.domain and callee is not None:
             functions[callee.function_ir.identifier()] = callee.function_ir
             _register_callees(functions, callee)
+
+
+_subgraphs = count()
+
+
+def subgraph_tag(kind: str) -> str:
+    """A prefix for a subgraph's value names: ONNX wants names unique across nested graphs."""
+    return f"{kind}{next(_subgraphs)}"

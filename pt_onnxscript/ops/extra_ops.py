@@ -9,7 +9,7 @@ from pytensor.tensor.extra_ops import (
     SearchsortedOp,
 )
 
-from pt_onnxscript.ops.common import constant, where
+from pt_onnxscript.ops.common import constant, subgraph_tag, where
 from pt_onnxscript.registry import register
 from pt_onnxscript.translate import TranslationError
 from pt_onnxscript.types import onnx_dtype
@@ -50,14 +50,19 @@ def _cumprod(op, node, x, axis: int, ndim: int):
         product = op.Mul(product, op.Gather(front, i, axis=0))
         return [op.Identity(condition), product, op.Identity(product)]
 
+    tag = subgraph_tag("cumprod")
     graph = op.builder.subgraph(
         body,
         inputs=[
-            ir.val("i", ir.DataType.INT64, []),
-            ir.val("condition", ir.DataType.BOOL, []),
-            ir.val("product", dtype),
+            ir.val(f"{tag}_i", ir.DataType.INT64, []),
+            ir.val(f"{tag}_condition", ir.DataType.BOOL, []),
+            ir.val(f"{tag}_product", dtype),
         ],
-        outputs=[ir.val("condition_out", ir.DataType.BOOL, []), ir.val("product_out", dtype), ir.val("step", dtype)],
+        outputs=[
+            ir.val(f"{tag}_condition_out", ir.DataType.BOOL, []),
+            ir.val(f"{tag}_product_out", dtype),
+            ir.val(f"{tag}_step", dtype),
+        ],
         name="cumprod_body",
     )
     count = op.Squeeze(op.Shape(front, start=0, end=1), constant(op, [0], "int64"))

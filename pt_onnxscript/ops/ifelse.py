@@ -3,7 +3,7 @@
 import onnx_ir as ir
 from pytensor.ifelse import IfElse
 
-from pt_onnxscript.ops.common import constant
+from pt_onnxscript.ops.common import constant, subgraph_tag
 from pt_onnxscript.registry import register
 from pt_onnxscript.types import onnx_dtype
 
@@ -29,7 +29,8 @@ def ifelse(op, node, condition, build_then, build_else):
                 results.append(op.Identity(value) if value.dtype == target else op.Cast(value, to=target))
             return results
 
-        declared = [ir.val(f"{name}_{i}", onnx_dtype(var.type.dtype)) for i, var in enumerate(outputs)]
+        tag = subgraph_tag(name)
+        declared = [ir.val(f"{tag}_{i}", onnx_dtype(var.type.dtype)) for i, var in enumerate(outputs)]
         return op.builder.subgraph(trace, inputs=[], outputs=declared, name=name)
 
     results = op.If(
