@@ -44,3 +44,20 @@ def test_fill_diagonal(rng):
     outs = [pt.fill_diagonal(a, v), pt.fill_diagonal_offset(a, v, k)]
     for shape, offset in [((3, 5), 2), ((5, 3), -1), ((4, 4), 0)]:
         compare_onnx_and_py([a, v, k], outs, [rng.normal(size=shape), np.array(7.0), np.array(offset)])
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_unique(axis):
+    x = pt.matrix("x")
+    outs = pt.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis)
+    value = np.array([[3.0, 1.0, 3.0], [1.0, -0.0, 2.0], [3.0, 1.0, 3.0]])
+    compare_onnx_and_py([x], list(outs) + [pt.unique(x, axis=axis)], [value])
+    if axis is None:
+        value = np.array([[np.nan, 1.0, np.inf], [np.nan, 1.0, -np.inf], [0.0, np.nan, np.inf]])
+        compare_onnx_and_py([x], list(outs), [value])
+
+
+def test_unique_of_integers():
+    x = pt.vector("x", dtype="int32")
+    outs = pt.unique(x, return_index=True, return_inverse=True, return_counts=True)
+    compare_onnx_and_py([x], list(outs), [np.array([5, -1, 5, 0, -1], "int32")])

@@ -1,5 +1,6 @@
-"""CumOp, Repeat, SearchsortedOp, FillDiagonal, FillDiagonalOffset."""
+"""CumOp, Repeat, SearchsortedOp, Unique, FillDiagonal, FillDiagonalOffset."""
 
+import numpy as np
 import onnx_ir as ir
 from pytensor.tensor.extra_ops import (
     CumOp,
@@ -7,6 +8,7 @@ from pytensor.tensor.extra_ops import (
     FillDiagonalOffset,
     Repeat,
     SearchsortedOp,
+    Unique,
 )
 
 from pt_onnxscript.ops.common import constant, subgraph_tag, where
@@ -144,3 +146,41 @@ def fill_diagonal_offset(op, node, a, value, offset):
     value = value if node.inputs[1].type.dtype == dtype else op.Cast(value, to=onnx_dtype(dtype))
     mask = _diagonal_mask(op, a, op.Cast(offset, to=ir.DataType.INT64))
     return where(op, mask, op.Expand(value, op.Shape(a)), a, dtype)
+
+
+@register(Unique)
+def unique(op, node, x):
+    """Unique -> Unique(sorted=1): values, first indices, inverse and counts, as np.unique.
+
+    Floats are flattened into (is NaN, value or 0) rows: NaNs then count as one value, last,
+    as np.unique has them (ONNX Runtime's Unique mishandles NaN).
+    """
+    d = node.op
+    dtype = node.inputs[0].type.dtype
+    if d.axis is None and dtype.startswith("float"):
+        flat = op.Reshape(x, constant(op, [-1], "int64"))
+        nan = op.IsNaN(flat)
+        column = constant(op, [1], "int64")
+        rows = op.Concat(
+            op.Unsqueeze(op.Cast(nan, to=onnx_dtype(dtype)), column),
+            op.Unsqueeze(op.Where(nan, constant(op, 0, dtype), flat), column),
+            axis=1,
+        )
+        keys, first, inverse, counts = op.Unique(rows, sorted=1, axis=0, _outputs=4)
+        flags, numbers = (op.Gather(keys, constant(op, k, "int64"), axis=1) for k in (0, 1))
+        values = op.Where(op.Greater(flags, constant(op, 0, dtype)), constant(op, np.nan, dtype), numbers)
+    else:
+        # ONNX Runtime's Unique kernels: int8, int64, float32, float64.
+        via = {"bool": "int8", "uint8": "int64", "int16": "int64", "uint16": "int64",
+               "int32": "int64", "uint32": "int64", "float16": "float32"}.get(dtype, dtype)
+        if dtype == "uint64":
+            raise TranslationError(f"{node}: no ONNX Runtime Unique keeps the order of uint64")
+        kwargs = {} if d.axis is None else {"axis": d.axis}
+        keys = x if via == dtype else op.Cast(x, to=onnx_dtype(via))
+        values, first, inverse, counts = op.Unique(keys, sorted=1, _outputs=4, **kwargs)
+        values = values if via == dtype else op.Cast(values, to=onnx_dtype(dtype))
+    wanted = [values]
+    wanted += [first] if d.return_index else []
+    wanted += [inverse] if d.return_inverse else []
+    wanted += [counts] if d.return_counts else []
+    return wanted if len(wanted) > 1 else values
