@@ -73,7 +73,17 @@ def ordinal_with_potential():
     return model
 
 
-MODELS = [glm, hierarchical, counts, mixture, censored_truncated, ordinal_with_potential]
+def gaussian_process():
+    x = np.linspace(0, 5, 12)[:, None]
+    with pm.Model() as model:
+        ls = pm.Gamma("ls", 2, 1)
+        eta = pm.HalfNormal("eta", 1)
+        gp = pm.gp.Marginal(cov_func=eta**2 * pm.gp.cov.ExpQuad(1, ls))
+        gp.marginal_likelihood("y", X=x, y=np.sin(x[:, 0]) + 0.1 * rng.normal(size=12), sigma=0.2)
+    return model
+
+
+MODELS = [glm, hierarchical, counts, mixture, censored_truncated, ordinal_with_potential, gaussian_process]
 
 
 def points(model, n=3):

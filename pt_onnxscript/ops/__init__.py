@@ -8,6 +8,7 @@ from pt_onnxscript.ops import (  # noqa: F401
     elemwise,
     extra_ops,
     ifelse,
+    linalg,
     math,
     raise_op,
     scalar,

@@ -51,6 +51,7 @@ def loop_over_batch(op, node, inputs):
         flat.append(op.Reshape(expanded, op.Concat(size, core_shape, axis=0)))
 
     def body(op, iteration, condition):
+        op.builder.push_module(tag)  # keeps value names apart from the outer graph's
         core_inputs = [op.Gather(x, iteration, axis=0) for x in flat]
         outputs = translate_node(op, core_node, core_inputs)
         return [op.Identity(condition), *outputs]

@@ -49,6 +49,7 @@ def _cumprod(op, node, x, axis: int, ndim: int):
     ones = op.Expand(constant(op, 1, node.outputs[0].type.dtype), op.Shape(front, start=1))
 
     def body(op, i, condition, product):
+        op.builder.push_module(tag)  # keeps value names apart from the outer graph's
         product = op.Mul(product, op.Gather(front, i, axis=0))
         return [op.Identity(condition), product, op.Identity(product)]
 

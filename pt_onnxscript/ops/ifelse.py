@@ -22,14 +22,16 @@ def ifelse(op, node, condition, build_then, build_else):
     outputs = node.outputs
 
     def branch(build, name):
+        tag = subgraph_tag(name)
+
         def trace(op):
+            op.builder.push_module(tag)  # keeps value names apart from the outer graph's
             results = []
             for var, value in zip(outputs, build(op), strict=True):
                 target = onnx_dtype(var.type.dtype)
                 results.append(op.Identity(value) if value.dtype == target else op.Cast(value, to=target))
             return results
 
-        tag = subgraph_tag(name)
         declared = [ir.val(f"{tag}_{i}", onnx_dtype(var.type.dtype)) for i, var in enumerate(outputs)]
         return op.builder.subgraph(trace, inputs=[], outputs=declared, name=name)
 

@@ -68,6 +68,7 @@ def scan(op, node, n_steps, *outer):
     tag = subgraph_tag("scan")
 
     def body(op, i, condition, *carried):
+        op.builder.push_module(tag)  # keeps value names apart from the outer graph's
         values = {}
         position = iter(inner_inputs)
         for seq in seqs:

@@ -1,0 +1,289 @@
+"""Linear algebra ONNX lacks, as Loops over columns of vectorised work.
+
+Cholesky (left-looking, one column per step), triangular solves (one row per step), and LU
+with partial pivoting (one elimination step per column) for Solve, MatrixInverse, Det and
+SLogDet: n Loop iterations of O(n^2) batched work each. Every translation works on the last
+two dims, so Blockwise versions run one Loop for the whole batch. Failures follow PyTensor:
+NaN where it gives NaN (Cholesky and solves of non-positive-definite or singular systems),
+an ONNX Runtime error where it raises (inverting a singular matrix).
+"""
+
+import numpy as np
+import onnx_ir as ir
+
+from pt_onnxscript.ops.common import constant, subgraph_tag
+from pt_onnxscript.registry import register, register_blockwise
+from pt_onnxscript.types import onnx_dtype
+
+try:  # PyTensor 3
+    from pytensor.tensor.linalg.decomposition.cholesky import Cholesky
+    from pytensor.tensor.linalg.inverse import MatrixInverse
+    from pytensor.tensor.linalg.solvers.general import Solve
+    from pytensor.tensor.linalg.solvers.psd import CholeskySolve
+    from pytensor.tensor.linalg.solvers.triangular import SolveTriangular
+    from pytensor.tensor.linalg.summary import Det, SLogDet
+except ImportError:  # PyTensor 2.38
+    from pytensor.tensor.nlinalg import Det, MatrixInverse, SLogDet
+    from pytensor.tensor.slinalg import Cholesky, CholeskySolve, Solve, SolveTriangular
+
+
+def _core(node):
+    """The linalg Op of `node`, a Blockwise node or not."""
+    return getattr(node.op, "core_op", node.op)
+
+
+def _int(op, value):
+    return constant(op, value, "int64")
+
+
+def _loop(op, count, state, step, kind):
+    """The final `state` after step(op, k, *state) -> state for k in range(count)."""
+    tag = subgraph_tag(kind)
+
+    def body(op, k, condition, *values):
+        op.builder.push_module(tag)  # keeps value names apart from the outer graph's
+        return [op.Identity(condition), *step(op, k, *values)]
+
+    graph = op.builder.subgraph(
+        body,
+        inputs=[ir.val(f"{tag}_k", ir.DataType.INT64, []), ir.val(f"{tag}_go", ir.DataType.BOOL, []),
+                *[ir.val(f"{tag}_in{i}", v.dtype) for i, v in enumerate(state)]],
+        outputs=[ir.val(f"{tag}_go_out", ir.DataType.BOOL, []),
+                 *[ir.val(f"{tag}_out{i}", v.dtype) for i, v in enumerate(state)]],
+        name=tag,
+    )
+    result = op.Loop(count, None, *state, body=graph, _outputs=len(state))
+    return list(result) if len(state) > 1 else [result]
+
+
+def _size(op, a):
+    """n of the (..., n, n) matrices `a`, 0-d."""
+    return op.Squeeze(op.Shape(a, start=-1), _int(op, [0]))
+
+
+def _positions(op, n):
+    return op.Range(_int(op, 0), n, _int(op, 1))
+
+
+def _swap_last(op, a, rank: int):
+    """The matrices of `a` (of rank `rank`) transposed."""
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    return op.Transpose(a, perm=perm)
+
+
+def _nan_where(op, failed, value, dtype):
+    """NaN where `failed` (one flag per matrix of the batch), broadcast over the matrices."""
+    return op.Where(op.Unsqueeze(failed, _int(op, [-1, -2])), constant(op, np.nan, dtype), value)
+
+
+def cholesky(op, a, dtype: str, lower: bool, rank: int):
+    """Left-looking Cholesky: column j is (a[:, j] - L L[j]^T) / sqrt(its j-th entry);
+    NaN for a matrix that is not positive definite, as LAPACK's potrf reports it."""
+    n = _size(op, a)
+    index = _positions(op, n)
+    zero = constant(op, 0, dtype)
+
+    def step(op, j, factor, ok):
+        row = op.Gather(factor, j, axis=-2)
+        v = op.Sub(op.Gather(a, j, axis=-1), op.Squeeze(op.MatMul(factor, op.Unsqueeze(row, _int(op, [-1]))), _int(op, [-1])))
+        d = op.Gather(v, j, axis=-1)
+        root = op.Sqrt(d)
+        column = op.Where(op.Greater(index, j), op.Div(v, op.Unsqueeze(root, _int(op, [-1]))), zero)
+        column = op.Where(op.Equal(index, j), op.Unsqueeze(root, _int(op, [-1])), column)
+        one_hot = op.Cast(op.Equal(index, j), to=onnx_dtype(dtype))
+        factor = op.Add(factor, op.Mul(op.Unsqueeze(column, _int(op, [-1])), one_hot))
+        return [factor, op.And(ok, op.Greater(d, zero))]
+
+    batch_ok = op.Expand(constant(op, True, "bool"), op.Shape(a, start=0, end=-2))
+    factor, ok = _loop(op, n, [op.Mul(a, zero), batch_ok], step, "cholesky")
+    factor = _nan_where(op, op.Not(ok), factor, dtype)
+    return factor if lower else _swap_last(op, factor, rank)
+
+
+def solve_triangular(op, a, b, dtype: str, lower: bool, unit_diagonal: bool):
+    """Substitution, one row of x per step (top down for lower, bottom up for upper);
+    NaN if a diagonal entry is zero, as LAPACK's trtrs reports."""
+    n = _size(op, a)
+    index = _positions(op, n)
+    last = op.Sub(n, _int(op, 1))
+
+    def step(op, t, x):
+        i = t if lower else op.Sub(last, t)
+        row = op.Gather(a, i, axis=-2)
+        done = op.Squeeze(op.MatMul(op.Unsqueeze(row, _int(op, [-2])), x), _int(op, [-2]))
+        value = op.Sub(op.Gather(b, i, axis=-2), done)
+        if not unit_diagonal:
+            value = op.Div(value, op.Unsqueeze(op.Gather(row, i, axis=-1), _int(op, [-1])))
+        one_hot = op.Unsqueeze(op.Cast(op.Equal(index, i), to=onnx_dtype(dtype)), _int(op, [-1]))
+        return [op.Add(x, op.Mul(one_hot, op.Unsqueeze(value, _int(op, [-2]))))]
+
+    (x,) = _loop(op, n, [op.Mul(b, constant(op, 0, dtype))], step, "substitution")
+    if unit_diagonal:
+        return x
+    diagonal = op.ReduceMin(op.Abs(_diagonal(op, a, index)), _int(op, [-1]), keepdims=0)
+    return _nan_where(op, op.Equal(diagonal, constant(op, 0, dtype)), x, dtype)
+
+
+def _diagonal(op, a, index):
+    """The diagonals (..., n) of the matrices a (..., n, n)."""
+    columns = op.Expand(
+        op.Unsqueeze(index, _int(op, [-1])),
+        op.Concat(op.Shape(a, start=0, end=-1), _int(op, [1]), axis=0),
+    )
+    return op.Squeeze(op.GatherElements(a, columns, axis=-1), _int(op, [-1]))
+
+
+def lu_eliminate(op, a, b, dtype: str):
+    """Gaussian elimination with partial pivoting (LAPACK's getrf order) on [a | b].
+
+    Returns U, the eliminated b, the pivots (..., n) and the number of row swaps (...).
+    """
+    n = _size(op, a)
+    index = _positions(op, n)
+    zero = constant(op, 0, dtype)
+    columns = op.Squeeze(op.Shape(a, start=-1), _int(op, [0]))
+    augmented = op.Concat(a, b, axis=-1)
+
+    def step(op, k, m, swaps, pivots):
+        column = op.Gather(m, k, axis=-1)
+        candidates = op.Where(op.Less(index, k), constant(op, -1, dtype), op.Abs(column))
+        p = op.ArgMax(candidates, axis=-1, keepdims=1)
+        order = op.Where(op.Equal(index, k), p, op.Where(op.Equal(index, p), k, index))
+        m = op.GatherElements(m, op.Expand(op.Unsqueeze(order, _int(op, [-1])), op.Shape(m)), axis=-2)
+        swaps = op.Add(swaps, op.Cast(op.Squeeze(op.Not(op.Equal(p, k)), _int(op, [-1])), to=ir.DataType.INT64))
+        row = op.Gather(m, k, axis=-2)
+        pivot = op.Gather(row, k, axis=-1)
+        factors = op.Div(op.Gather(m, k, axis=-1), op.Unsqueeze(pivot, _int(op, [-1])))
+        factors = op.Where(op.Greater(index, k), factors, zero)
+        m = op.Sub(m, op.Mul(op.Unsqueeze(factors, _int(op, [-1])), op.Unsqueeze(row, _int(op, [-2]))))
+        pivots = op.Add(pivots, op.Mul(op.Cast(op.Equal(index, k), to=onnx_dtype(dtype)), op.Unsqueeze(pivot, _int(op, [-1]))))
+        return [m, swaps, pivots]
+
+    batch = op.Shape(a, start=0, end=-2)
+    m, swaps, pivots = _loop(
+        op, n,
+        [augmented, op.Expand(_int(op, 0), batch), op.Mul(_diagonal(op, a, index), zero)],
+        step, "lu",
+    )
+    upper = op.Slice(m, _int(op, [0]), op.Reshape(columns, _int(op, [1])), _int(op, [-1]))
+    rest = op.Slice(m, op.Reshape(columns, _int(op, [1])), _int(op, [np.iinfo(np.int64).max]), _int(op, [-1]))
+    return upper, rest, pivots, swaps
+
+
+def _matrix(op, b, b_ndim: int):
+    return op.Unsqueeze(b, _int(op, [-1])) if b_ndim == 1 else b
+
+
+def _unmatrix(op, x, b_ndim: int):
+    return op.Squeeze(x, _int(op, [-1])) if b_ndim == 1 else x
+
+
+def _as(op, var, value, dtype):
+    return value if var.type.dtype == dtype else op.Cast(value, to=onnx_dtype(dtype))
+
+
+def _singular(op, pivots, dtype):
+    return op.Equal(op.ReduceMin(op.Abs(pivots), _int(op, [-1]), keepdims=0), constant(op, 0, dtype))
+
+
+@register(Cholesky)
+@register_blockwise(Cholesky)
+def cholesky_(op, node, a):
+    """Cholesky -> the column Loop; NaN for a matrix that is not positive definite."""
+    dtype = node.outputs[0].type.dtype
+    return cholesky(op, _as(op, node.inputs[0], a, dtype), dtype, _core(node).lower, node.inputs[0].type.ndim)
+
+
+@register(SolveTriangular)
+@register_blockwise(SolveTriangular)
+def solve_triangular_(op, node, a, b):
+    """SolveTriangular -> substitution, one row per step."""
+    dtype = node.outputs[0].type.dtype
+    a, b = _as(op, node.inputs[0], a, dtype), _as(op, node.inputs[1], b, dtype)
+    lower = _core(node).lower
+    if getattr(node.op, "trans", 0) in (1, "T"):
+        a, lower = _swap_last(op, a, node.inputs[0].type.ndim), not lower
+    x = solve_triangular(op, a, _matrix(op, b, _core(node).b_ndim), dtype, lower, _core(node).unit_diagonal)
+    return _unmatrix(op, x, _core(node).b_ndim)
+
+
+@register(CholeskySolve)
+@register_blockwise(CholeskySolve)
+def cholesky_solve(op, node, c, b):
+    """CholeskySolve -> two substitutions with the factor and its transpose."""
+    dtype = node.outputs[0].type.dtype
+    c, b = _as(op, node.inputs[0], c, dtype), _as(op, node.inputs[1], b, dtype)
+    lower = _core(node).lower
+    y = solve_triangular(op, c, _matrix(op, b, _core(node).b_ndim), dtype, lower, False)
+    x = solve_triangular(op, _swap_last(op, c, node.inputs[0].type.ndim), y, dtype, not lower, False)
+    return _unmatrix(op, x, _core(node).b_ndim)
+
+
+@register(Solve)
+@register_blockwise(Solve)
+def solve(op, node, a, b):
+    """Solve -> Cholesky and two substitutions (assume_a="pos"), else LU with partial pivoting
+    and back substitution; NaN for a singular (or, for "pos", not positive definite) system."""
+    dtype = node.outputs[0].type.dtype
+    a, b = _as(op, node.inputs[0], a, dtype), _as(op, node.inputs[1], b, dtype)
+    b = _matrix(op, b, _core(node).b_ndim)
+    if _core(node).assume_a == "pos":
+        rank = node.inputs[0].type.ndim
+        factor = cholesky(op, a, dtype, True, rank)
+        y = solve_triangular(op, factor, b, dtype, True, False)
+        x = solve_triangular(op, _swap_last(op, factor, rank), y, dtype, False, False)
+    else:
+        upper, c, pivots, _ = lu_eliminate(op, a, b, dtype)
+        x = solve_triangular(op, upper, c, dtype, False, False)
+        x = _nan_where(op, _singular(op, pivots, dtype), x, dtype)
+    return _unmatrix(op, x, _core(node).b_ndim)
+
+
+def _raise_if(op, failed, value):
+    """`value`, made to raise in ONNX Runtime (an out-of-range Gather) where `failed`."""
+    count = op.ReduceSum(op.Cast(failed, to=ir.DataType.INT64), keepdims=0)
+    guard = op.Gather(_int(op, [0]), op.Reshape(op.Min(count, _int(op, 1)), _int(op, [1])), axis=0)
+    return op.Add(value, op.CastLike(op.Reshape(guard, _int(op, [])), value))
+
+
+@register(MatrixInverse)
+@register_blockwise(MatrixInverse)
+def matrix_inverse(op, node, a):
+    """MatrixInverse -> LU solve against the identity; raises for a singular matrix, as
+    np.linalg.inv does."""
+    dtype = node.outputs[0].type.dtype
+    a = _as(op, node.inputs[0], a, dtype)
+    index = _positions(op, _size(op, a))
+    identity = op.Cast(op.Equal(op.Unsqueeze(index, _int(op, [-1])), index), to=onnx_dtype(dtype))
+    identity = op.Expand(identity, op.Shape(a))
+    upper, c, pivots, _ = lu_eliminate(op, a, identity, dtype)
+    inverse = solve_triangular(op, upper, c, dtype, False, False)
+    return _raise_if(op, _singular(op, pivots, dtype), inverse)
+
+
+@register(Det)
+@register_blockwise(Det)
+def det(op, node, a):
+    """Det -> the product of the LU pivots, negated for an odd number of row swaps."""
+    dtype = node.outputs[0].type.dtype
+    a = _as(op, node.inputs[0], a, dtype)
+    _, _, pivots, swaps = lu_eliminate(op, a, op.Slice(a, _int(op, [0]), _int(op, [0]), _int(op, [-1])), dtype)
+    product = op.ReduceProd(pivots, _int(op, [-1]), keepdims=0)
+    return op.Mul(product, _parity_sign(op, swaps, dtype))
+
+
+def _parity_sign(op, swaps, dtype):
+    odd = op.Equal(op.Mod(swaps, _int(op, 2)), _int(op, 1))
+    return op.Where(odd, constant(op, -1, dtype), constant(op, 1, dtype))
+
+
+@register(SLogDet)
+@register_blockwise(SLogDet)
+def slogdet(op, node, a):
+    """SLogDet -> the sign and the sum of log |pivot| of the LU pivots."""
+    dtype = node.outputs[0].type.dtype
+    a = _as(op, node.inputs[0], a, dtype)
+    _, _, pivots, swaps = lu_eliminate(op, a, op.Slice(a, _int(op, [0]), _int(op, [0]), _int(op, [-1])), dtype)
+    sign = op.Mul(op.ReduceProd(op.Sign(pivots), _int(op, [-1]), keepdims=0), _parity_sign(op, swaps, dtype))
+    logabs = op.ReduceSum(op.Log(op.Abs(pivots)), _int(op, [-1]), keepdims=0)
+    return [sign, logabs]
