@@ -2,7 +2,7 @@
 
 from pytensor.compile.mode import predefined_linkers, predefined_modes, register_linker, register_mode
 
-from pt_onnxscript import ops  # noqa: F401  (registers the translations)
+from pt_onnxscript import ops, rewrites  # noqa: F401  (registers translations and rewrites)
 from pt_onnxscript.export import ONNXFunction, TensorSpec, export_onnx, onnx_export
 from pt_onnxscript.linker import ONNXLinker, newest_opset, onnx_mode
 from pt_onnxscript.registry import register, register_scalar

@@ -16,6 +16,7 @@ from pt_onnxscript.ops import (  # noqa: F401
     scalar_math,
     scalar_special,
     shape,
+    signal,
     sort,
     special,
     subtensor,

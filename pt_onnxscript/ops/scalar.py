@@ -28,6 +28,7 @@ from onnxscript import (
     script,
 )
 from onnxscript import opset18 as op18
+from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 
 from pt_onnxscript.ops.common import cast_inputs_to_output, where
@@ -165,10 +166,17 @@ def invert(op, node, x):
 
 @register_scalar(ps.Maximum, ps.Minimum)
 def extremum(op, node, x, y):
-    """Maximum, Minimum -> Max, Min (both propagate NaN, like NumPy); Or, And on bools."""
+    """Maximum, Minimum -> Max, Min (both propagate NaN, like NumPy); Or, And on bools;
+    maximum(x, 0) of floats -> Relu (which keeps NaN and -0.0 as NumPy does)."""
     out = _dtype(node.outputs[0])
     x, y = cast_inputs_to_output(op, node, [x, y])
     is_max = isinstance(node.op, ps.Maximum)
+    if is_max and out in FLOATS:
+        zero = [isinstance(v, Constant) and np.all(v.data == 0) for v in node.inputs]
+        if zero[1] and not zero[0]:
+            return op.Relu(x)
+        if zero[0] and not zero[1]:
+            return op.Relu(y)
     if out == "bool":
         return op.Or(x, y) if is_max else op.And(x, y)
     via = EXTREMUM_DTYPE.get(out, out)

@@ -1,0 +1,171 @@
+"""Convolutions: Blockwise(Convolve1d/Convolve2d), and the channel convolution and pooling Ops
+that pt_onnxscript.rewrites makes of the usual CNN idioms.
+
+PyTensor's convolutions are true convolutions (the kernel flipped), as SciPy's. The general
+translation adds up one shifted window of the input per kernel entry, exact in every dtype.
+ChannelConv2d becomes one ONNX Conv in float32; in float64 (ONNX Runtime has no float64
+Conv) the same shifted windows contracted over the channels with Einsum.
+"""
+
+import numpy as np
+import scipy.signal
+from pytensor.graph.basic import Apply, Constant
+from pytensor.graph.op import Op
+from pytensor.scalar import upcast
+from pytensor.tensor.basic import as_tensor_variable
+from pytensor.tensor.signal.conv import Convolve1d, Convolve2d
+from pytensor.tensor.type import TensorType
+
+from pt_onnxscript.ops.common import constant
+from pt_onnxscript.registry import register, register_blockwise
+from pt_onnxscript.translate import TranslationError
+from pt_onnxscript.types import onnx_dtype
+
+
+class ChannelConv2d(Op):
+    """(N, Cin, H, W), (Cout, Cin, kh, kw) -> (N, Cout, H', W'): the sum over input channels of
+    2-d true convolutions, "valid" or "full"."""
+
+    __props__ = ("full",)
+
+    def __init__(self, full: bool):
+        self.full = full
+
+    def make_node(self, x, w):
+        x, w = as_tensor_variable(x), as_tensor_variable(w)
+        grow = 1 if self.full else -1
+        spatial = [
+            None if n is None or k is None else n + grow * (k - 1)
+            for n, k in zip(x.type.shape[2:], w.type.shape[2:], strict=True)
+        ]
+        out = TensorType(upcast(x.dtype, w.dtype), shape=(x.type.shape[0], w.type.shape[0], *spatial))
+        return Apply(self, [x, w], [out()])
+
+    def perform(self, node, inputs, outputs):
+        x, w = inputs
+        mode = "full" if self.full else "valid"
+        rows = [
+            [sum(scipy.signal.convolve(xn[c], wo[c], mode=mode) for c in range(x.shape[1])) for wo in w]
+            for xn in x
+        ]
+        outputs[0][0] = np.asarray(rows, dtype=node.outputs[0].type.dtype).reshape(
+            _conv_shape(x.shape, w.shape, self.full)
+        )
+
+
+def _conv_shape(x_shape, w_shape, full: bool):
+    n, _, h, w = x_shape
+    cout, _, kh, kw = w_shape
+    grow = 1 if full else -1
+    return (n, cout, h + grow * (kh - 1), w + grow * (kw - 1))
+
+
+class Pool2d(Op):
+    """(N, C, rows * p, cols * p) -> (N, C, rows, cols): the max over p x p windows."""
+
+    __props__ = ("size", "rows", "cols")
+
+    def __init__(self, size: int, rows: int, cols: int):
+        self.size, self.rows, self.cols = size, rows, cols
+
+    def make_node(self, x):
+        x = as_tensor_variable(x)
+        shape = (*x.type.shape[:2], self.rows, self.cols)
+        return Apply(self, [x], [TensorType(x.dtype, shape=shape)()])
+
+    def perform(self, node, inputs, outputs):
+        (x,) = inputs
+        p = self.size
+        if x.shape[2:] != (self.rows * p, self.cols * p):
+            raise ValueError(f"cannot pool {x.shape} into {self.rows} x {self.cols} windows of {p}")
+        n, c = x.shape[:2]
+        outputs[0][0] = x.reshape(n, c, self.rows, p, self.cols, p).max(axis=(3, 5))
+
+
+def _static_kernel(node, var, ndim: int) -> tuple[int, ...]:
+    shape = var.type.shape[-ndim:]
+    if None in shape:
+        raise TranslationError(
+            f"{node}: the kernel's shape {shape} must be static to export this convolution "
+            "(for a shared kernel: pytensor.shared(value, shape=value.shape))"
+        )
+    return tuple(shape)
+
+
+def _windows(op, x, kernel, full: bool):
+    """(offset, window) per kernel entry: the input window that entry multiplies."""
+    ndim = len(kernel)
+    axes = constant(op, list(range(-ndim, 0)), "int64")
+    if full:
+        pads = [k - 1 for k in kernel] * 2
+        x = op.Pad(x, constant(op, pads, "int64"), None, axes)
+    for offset in np.ndindex(*kernel):
+        # out[i] = sum_a k[a] x[i + K - 1 - a]: the window starts at K - 1 - a and ends at n - a.
+        starts = [k - 1 - a for k, a in zip(kernel, offset, strict=True)]
+        ends = op.Sub(op.Shape(x, start=-ndim), constant(op, list(offset), "int64"))
+        yield offset, op.Slice(x, constant(op, starts, "int64"), ends, axes)
+
+
+def _as(op, var, value, dtype: str):
+    return value if var.type.dtype == dtype else op.Cast(value, to=onnx_dtype(dtype))
+
+
+@register(Convolve1d, Convolve2d)
+@register_blockwise(Convolve1d, Convolve2d)
+def convolve(op, node, x, k, full_mode):
+    """Convolve1d/2d (batched by broadcasting) -> sum of kernel entry * shifted input window."""
+    ndim = getattr(node.op, "core_op", node.op).ndim
+    if not isinstance(node.inputs[2], Constant):
+        raise TranslationError(f"{node}: the convolution mode must be known at export")
+    kernel = _static_kernel(node, node.inputs[1], ndim)
+    dtype = node.outputs[0].type.dtype
+    x, k = _as(op, node.inputs[0], x, dtype), _as(op, node.inputs[1], k, dtype)
+    trailing = constant(op, list(range(-ndim, 0)), "int64")
+    total = None
+    for offset, window in _windows(op, x, kernel, bool(node.inputs[2].data)):
+        entry = k
+        for d, a in enumerate(offset):
+            entry = op.Gather(entry, constant(op, a, "int64"), axis=-(ndim - d))
+        term = op.Mul(window, op.Unsqueeze(entry, trailing))
+        total = term if total is None else op.Add(total, term)
+    return total
+
+
+@register(ChannelConv2d)
+def channel_conv2d(op, node, x, w):
+    """ChannelConv2d -> Conv with the kernel flipped (float32); in float64, the shifted
+    windows contracted with each kernel entry over the channels (Einsum)."""
+    dtype = node.outputs[0].type.dtype
+    x, w = _as(op, node.inputs[0], x, dtype), _as(op, node.inputs[1], w, dtype)
+    full = node.op.full
+    if dtype in ("float32", "float16"):
+        flipped = op.Slice(
+            w,
+            constant(op, [-1, -1], "int64"),
+            constant(op, [np.iinfo(np.int64).min] * 2, "int64"),
+            constant(op, [2, 3], "int64"),
+            constant(op, [-1, -1], "int64"),
+        )
+        if full:
+            grow = op.Sub(op.Shape(w, start=2), constant(op, [1, 1], "int64"))
+            x = op.Pad(x, op.Concat(grow, grow, axis=0), None, constant(op, [2, 3], "int64"))
+        return op.Conv(x, flipped)
+    kernel = _static_kernel(node, node.inputs[1], 2)
+    total = None
+    for (a, b), window in _windows(op, x, kernel, full):
+        entry = op.Gather(op.Gather(w, constant(op, a, "int64"), axis=2), constant(op, b, "int64"), axis=2)
+        term = op.Einsum(window, entry, equation="nchw,oc->nohw")
+        total = term if total is None else op.Add(total, term)
+    return total
+
+
+@register(Pool2d)
+def pool2d(op, node, x):
+    """Pool2d -> MaxPool with a p x p kernel and stride p (raising, like the reshape it
+    replaces, if the image is not rows x cols windows)."""
+    p = node.op.size
+    expected = constant(op, [node.op.rows * p, node.op.cols * p], "int64")
+    mismatch = op.ReduceSum(op.Abs(op.Sub(op.Shape(x, start=2), expected)), keepdims=1)
+    guard = op.Gather(constant(op, [0], "int64"), mismatch, axis=0)
+    pooled = op.MaxPool(x, kernel_shape=[p, p], strides=[p, p])
+    return op.Add(pooled, op.CastLike(op.Reshape(guard, constant(op, [], "int64")), pooled))

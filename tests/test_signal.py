@@ -1,0 +1,49 @@
+import numpy as np
+import pytensor.tensor as pt
+import pytest
+from pytensor.tensor.signal import convolve1d, convolve2d
+
+from pt_onnxscript.testing import compare_onnx_and_py
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("mode", ["valid", "full", "same"])
+def test_convolve_modes_and_batches(dtype, mode, rng):
+    x = pt.tensor3("x", dtype=dtype)
+    k = pt.tensor("k", dtype=dtype, shape=(1, 3, 2))
+    v = pt.matrix("v", dtype=dtype)
+    kv = pt.tensor("kv", dtype=dtype, shape=(3,))
+    outs = [convolve2d(x, k, mode=mode), convolve1d(v, kv, mode=mode)]
+    values = [rng.normal(size=(4, 6, 5)).astype(dtype), rng.normal(size=(1, 3, 2)).astype(dtype),
+              rng.normal(size=(2, 7)).astype(dtype), rng.normal(size=3).astype(dtype)]
+    compare_onnx_and_py([x, k, v, kv], outs, values)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mode", ["valid", "full"])
+def test_cnn_idiom_is_one_conv_per_layer(dtype, mode, rng):
+    """The channel sum of a batched convolve2d, plus bias and ReLU, then 2x2 max pooling."""
+    x = pt.tensor4("x", dtype=dtype, shape=(None, 3, 8, 8))
+    w = pt.tensor4("w", dtype=dtype, shape=(4, 3, 3, 3))
+    b = pt.vector("b", dtype=dtype, shape=(4,))
+    conv = convolve2d(x[:, None], w[None], mode=mode).sum(axis=2) + b[None, :, None, None]
+    hidden = pt.maximum(conv, 0)
+    side = 3 if mode == "valid" else 5
+    pooled = hidden.reshape((x.shape[0], 4, side, 2, side, 2)).max(axis=(3, 5))
+    values = [rng.normal(size=(5, 3, 8, 8)).astype(dtype), rng.normal(size=(4, 3, 3, 3)).astype(dtype),
+              rng.normal(size=4).astype(dtype)]
+    rtol = 1e-5 if dtype == "float32" else None
+    ops = ["Conv", "MaxPool", "Relu"] if dtype == "float32" else ["MaxPool", "Relu"]
+    compare_onnx_and_py([x, w, b], pooled, values, expected_ops=ops, rtol=rtol, atol=rtol)
+
+
+def test_pooling_raises_when_the_image_does_not_tile():
+    import pytensor
+
+    from pt_onnxscript.ops.signal import Pool2d
+
+    x = pt.tensor4("x")
+    fn = pytensor.function([x], Pool2d(2, 3, 3)(x), mode="ONNX")
+    assert fn(np.ones((1, 1, 6, 6))).shape == (1, 1, 3, 3)
+    with pytest.raises(Exception, match="out of data bounds"):
+        fn(np.ones((1, 1, 4, 9)))
