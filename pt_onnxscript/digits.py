@@ -1,0 +1,152 @@
+"""The digits demo: train a small CNN in PyTensor, export it, check ONNX Runtime agrees, and
+serve a page that classifies digits in the browser with onnxruntime-web.
+
+    python -m pt_onnxscript.digits            # train, export, verify, serve on 127.0.0.1
+    python -m pt_onnxscript.digits --no-serve # stop after the verification
+
+Needs the `web` extra (scikit-learn for the dataset) and, for the page, `npm ci` in
+pt_onnxscript/web (onnxruntime-web, served from this machine: no CDN).
+"""
+
+import argparse
+import json
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytensor
+import pytensor.tensor as pt
+from pytensor.tensor.signal import convolve2d
+
+from pt_onnxscript.export import export_onnx
+
+CHANNELS = 8
+KERNEL = 3
+POOL = 2
+
+
+@dataclass
+class Split:
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+
+def load_digits(seed: int = 0) -> Split:
+    """scikit-learn's 8x8 digits as (N, 1, 8, 8) float32 in [0, 1], a quarter held out."""
+    from sklearn.datasets import load_digits as sklearn_digits
+    from sklearn.model_selection import train_test_split
+
+    data = sklearn_digits()
+    x = (data.images / 16.0).astype("float32")[:, None]
+    parts = train_test_split(x, data.target, test_size=0.25, random_state=seed, stratify=data.target)
+    return Split(parts[0], parts[2].astype("int64"), parts[1], parts[3].astype("int64"))
+
+
+def init_params(seed: int = 0) -> dict[str, pytensor.compile.SharedVariable]:
+    rng = np.random.default_rng(seed)
+    hidden = CHANNELS * ((8 - KERNEL + 1) // POOL) ** 2
+    values = {
+        "w1": rng.normal(0, np.sqrt(2 / KERNEL**2), (CHANNELS, 1, KERNEL, KERNEL)),
+        "b1": np.zeros(CHANNELS),
+        "w2": rng.normal(0, np.sqrt(1 / hidden), (hidden, 10)),
+        "b2": np.zeros(10),
+    }
+    return {k: pytensor.shared(v.astype("float32"), name=k, shape=v.shape) for k, v in values.items()}
+
+
+def forward(x, params):
+    """Probabilities of the ten classes for images x (N, 1, 8, 8)."""
+    w1, b1, w2, b2 = (params[k] for k in ("w1", "b1", "w2", "b2"))
+    conv = convolve2d(x[:, None], w1[None], mode="valid", method="direct").sum(axis=2) + b1[None, :, None, None]
+    hidden = pt.maximum(conv, 0)
+    side = (8 - KERNEL + 1) // POOL
+    pooled = hidden.reshape((x.shape[0], CHANNELS, side, POOL, side, POOL)).max(axis=(3, 5))
+    return pt.special.softmax(pooled.reshape((x.shape[0], -1)) @ w2 + b2, axis=-1)
+
+
+def train(split: Split, params, epochs: int = 30, batch: int = 64, lr: float = 0.01, seed: int = 0):
+    """Adam on the cross-entropy; returns the held-out accuracy."""
+    x = pt.tensor4("x", dtype="float32", shape=(None, 1, 8, 8))
+    y = pt.lvector("y")
+    probs = forward(x, params)
+    loss = -pt.log(probs[pt.arange(y.shape[0]), y] + 1e-7).mean()
+    shared = list(params.values())
+    grads = pytensor.grad(loss, shared)
+    updates, t = [], pytensor.shared(np.float32(0), name="t")
+    updates.append((t, t + 1))
+    for p, g in zip(shared, grads, strict=True):
+        m = pytensor.shared(np.zeros_like(p.get_value()), shape=p.type.shape)
+        v = pytensor.shared(np.zeros_like(p.get_value()), shape=p.type.shape)
+        m_new = (0.9 * m + 0.1 * g).astype("float32")
+        v_new = (0.999 * v + 0.001 * g**2).astype("float32")
+        step = lr * (m_new / (1 - 0.9 ** (t + 1))) / (pt.sqrt(v_new / (1 - 0.999 ** (t + 1))) + 1e-8)
+        updates += [(m, m_new), (v, v_new), (p, (p - step).astype("float32"))]
+    step_fn = pytensor.function([x, y], loss, updates=updates)
+    predict = pytensor.function([x], probs)
+    rng = np.random.default_rng(seed)
+    for _ in range(epochs):
+        order = rng.permutation(len(split.y_train))
+        for start in range(0, len(order), batch):
+            idx = order[start : start + batch]
+            step_fn(split.x_train[idx], split.y_train[idx])
+    return float((predict(split.x_test).argmax(1) == split.y_test).mean()), predict
+
+
+def export_classifier(params, path) -> None:
+    x = pt.tensor4("x", dtype="float32", shape=(None, 1, 8, 8))
+    export_onnx(([x], [forward(x, params)]), path, dims={"x": ("batch", 1, 8, 8)}, output_names=["probabilities"])
+
+
+def onnx_probabilities(path, x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+def build_site(params, split: Split, directory: Path) -> Path:
+    """The page's data: the model and the held-out samples (model/digits.onnx, samples.json)."""
+    (directory / "model").mkdir(parents=True, exist_ok=True)
+    export_classifier(params, directory / "model" / "digits.onnx")
+    samples = {"images": split.x_test[:, 0].round(4).tolist(), "labels": split.y_test.tolist()}
+    (directory / "samples.json").write_text(json.dumps(samples))
+    return directory
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-serve", action="store_true", help="stop after training and checking")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--site", type=Path, default=None, help="where to write the model and samples")
+    args = parser.parse_args(argv)
+
+    split = load_digits()
+    params = init_params()
+    start = time.perf_counter()
+    accuracy, predict = train(split, params)
+    print(f"trained in {time.perf_counter() - start:.1f} s: held-out accuracy {accuracy:.4f}")
+    site = build_site(params, split, args.site or Path(tempfile.mkdtemp(prefix="digits-")))
+    model = site / "model" / "digits.onnx"
+    expected = predict(split.x_test)
+    got = onnx_probabilities(model, split.x_test)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert (got.argmax(1) == expected.argmax(1)).all()
+    print(f"ONNX Runtime agrees with PyTensor on all {len(got)} held-out digits ({model})")
+    if args.no_serve:
+        return
+    from pt_onnxscript.web.server import serve
+
+    server, url = serve(site, port=args.port)
+    print(f"open {url}/ to draw digits (Ctrl-C to stop)")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+import * as ort from './ort/ort.wasm.min.mjs';
+
+ort.env.wasm.wasmPaths = new URL('./ort/', import.meta.url).href;
+ort.env.wasm.numThreads = 1;
+ort.env.wasm.proxy = false;
+
+const $ = (id) => document.getElementById(id);
+const pad = $('pad');
+const context = pad.getContext('2d');
+let session = null;
+let samples = null;
+
+function showError(error) {
+  $('error').textContent = `Error: ${error.message ?? error}`;
+  window.__error = String(error.message ?? error);
+}
+
+// Probabilities (n x 10) for n images of 8 x 8 values in [0, 1], flattened row by row.
+async function classify(pixels, n) {
+  const input = new ort.Tensor('float32', Float32Array.from(pixels), [n, 1, 8, 8]);
+  const result = await session.run({ [session.inputNames[0]]: input });
+  return Array.from(result[session.outputNames[0]].data);
+}
+
+function show(probabilities, label) {
+  const best = probabilities.indexOf(Math.max(...probabilities));
+  $('prediction').textContent = String(best);
+  $('label').textContent = label === undefined ? '' : `(label ${label})`;
+  $('probabilities').innerHTML = probabilities.map((p, digit) =>
+    `<tr><td>${digit}</td><td><div class="bar" style="width:${(200 * p).toFixed(1)}px"></div></td>` +
+    `<td>${p.toFixed(4)}</td></tr>`).join('');
+}
+
+function preview(pixels) {
+  const image = $('preview').getContext('2d').createImageData(8, 8);
+  pixels.forEach((v, i) => {
+    image.data.set([255 * v, 255 * v, 255 * v, 255], 4 * i);
+  });
+  $('preview').getContext('2d').putImageData(image, 0, 0);
+}
+
+// The drawing averaged over 32 x 32 blocks: the 8 x 8 input the model was trained on.
+function downsample() {
+  const data = context.getImageData(0, 0, pad.width, pad.height).data;
+  const block = pad.width / 8;
+  const pixels = new Array(64).fill(0);
+  for (let y = 0; y < pad.height; y++) {
+    for (let x = 0; x < pad.width; x++) {
+      pixels[8 * Math.floor(y / block) + Math.floor(x / block)] += data[4 * (y * pad.width + x)] / 255;
+    }
+  }
+  return pixels.map((v) => v / (block * block));
+}
+
+async function classifyDrawing() {
+  try {
+    const pixels = downsample();
+    preview(pixels);
+    show(await classify(pixels, 1));
+  } catch (error) {
+    showError(error);
+  }
+}
+
+async function classifySample(index) {
+  try {
+    const pixels = samples.images[index].flat();
+    preview(pixels);
+    show(await classify(pixels, 1), samples.labels[index]);
+  } catch (error) {
+    showError(error);
+  }
+}
+
+function clear() {
+  context.fillStyle = '#000';
+  context.fillRect(0, 0, pad.width, pad.height);
+}
+
+let drawing = false;
+function stroke(event) {
+  const box = pad.getBoundingClientRect();
+  context.lineTo(event.clientX - box.left, event.clientY - box.top);
+  context.stroke();
+}
+pad.addEventListener('pointerdown', (event) => {
+  drawing = true;
+  const box = pad.getBoundingClientRect();
+  context.beginPath();
+  context.moveTo(event.clientX - box.left, event.clientY - box.top);
+});
+pad.addEventListener('pointermove', (event) => { if (drawing) stroke(event); });
+pad.addEventListener('pointerup', () => { drawing = false; classifyDrawing(); });
+pad.addEventListener('pointerleave', () => { if (drawing) { drawing = false; classifyDrawing(); } });
+$('clear').addEventListener('click', () => { clear(); $('prediction').textContent = '\u2013'; });
+$('sample').addEventListener('change', (event) => classifySample(Number(event.target.value)));
+
+async function start() {
+  clear();
+  context.strokeStyle = '#fff';
+  context.lineWidth = 28;
+  context.lineCap = 'round';
+  context.lineJoin = 'round';
+  try {
+    const response = await fetch('./samples.json');
+    if (!response.ok) throw new Error(`samples.json: HTTP ${response.status}`);
+    samples = await response.json();
+    $('sample').innerHTML = samples.labels.map((label, i) => `<option value="${i}">#${i} (${label})</option>`).join('');
+    session = await ort.InferenceSession.create('./model/digits.onnx', { executionProviders: ['wasm'] });
+    $('status').textContent = `model loaded (onnxruntime-web ${ort.env.versions.web})`;
+    window.classify = classify;
+    window.__ready = true;
+  } catch (error) {
+    showError(error);
+    $('status').textContent = 'the model could not be loaded';
+  }
+}
+
+start();

@@ -1,0 +1,117 @@
+"""The digits demo end to end: train in PyTensor, export, and classify in a real Chromium.
+
+The browser tests need Debian's chromium and `npm ci` in pt_onnxscript/web; without them they
+skip, unless PT_ONNXSCRIPT_REQUIRE_BROWSER is set (CI sets it, so they always run there).
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from pt_onnxscript import digits  # noqa: E402
+from pt_onnxscript.web import server  # noqa: E402
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    split = digits.load_digits()
+    params = digits.init_params()
+    accuracy, predict = digits.train(split, params)
+    site = digits.build_site(params, split, tmp_path_factory.mktemp("site"))
+    return split, accuracy, predict, site
+
+
+def test_training_reaches_97_percent_and_onnx_runtime_agrees(trained):
+    split, accuracy, predict, site = trained
+    assert accuracy >= 0.97
+    expected = predict(split.x_test)
+    got = digits.onnx_probabilities(site / "model" / "digits.onnx", split.x_test)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert (got.argmax(1) == expected.argmax(1)).all()
+
+
+def test_the_cnn_idiom_exports_as_conv_maxpool_and_relu(trained):
+    import onnx
+
+    model = onnx.load(str(trained[3] / "model" / "digits.onnx"))
+    ops = [node.op_type for node in model.graph.node]
+    assert ops.count("Conv") == 1 and ops.count("MaxPool") == 1 and "Relu" in ops
+
+
+def _browser_or_skip():
+    problems = []
+    if not CHROMIUM.exists():
+        problems.append("Debian's chromium (apt-get install chromium)")
+    try:
+        server.check_runtime()
+    except FileNotFoundError as err:
+        problems.append(str(err))
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        problems.append("playwright (pip install playwright)")
+    if problems:
+        message = "browser tests need " + "; ".join(problems)
+        if os.environ.get("PT_ONNXSCRIPT_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def page(trained):
+    _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    httpd, url = server.serve(trained[3])
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{url}/")
+        page.wait_for_function("window.__ready === true || window.__error !== undefined", timeout=60_000)
+        assert page.evaluate("window.__error") is None, page.evaluate("window.__error")
+        page.errors = errors
+        yield page
+        browser.close()
+    httpd.shutdown()
+
+
+def test_every_held_out_digit_in_the_browser(trained, page):
+    split, _, _, site = trained
+    pixels = split.x_test.reshape(-1).tolist()
+    probabilities = page.evaluate("([p, n]) => window.classify(p, n)", [pixels, len(split.x_test)])
+    in_browser = np.asarray(probabilities, dtype="float32").reshape(-1, 10)
+    in_python = digits.onnx_probabilities(site / "model" / "digits.onnx", split.x_test)
+    np.testing.assert_allclose(in_browser, in_python, rtol=1e-5, atol=1e-6)
+    assert (in_browser.argmax(1) == in_python.argmax(1)).all()
+    assert not page.errors
+
+
+def test_a_drawn_stroke_gets_a_prediction(page):
+    box = page.locator("#pad").bounding_box()
+    page.mouse.move(box["x"] + 128, box["y"] + 40)
+    page.mouse.down()
+    for step in range(1, 11):
+        page.mouse.move(box["x"] + 128, box["y"] + 40 + 18 * step)
+    page.mouse.up()
+    page.wait_for_function("document.getElementById('prediction').textContent.match(/^[0-9]$/)")
+    assert page.locator("#probabilities tr").count() == 10
+    assert page.text_content("#error") == ""
+
+
+def test_a_held_out_sample_from_the_menu(trained, page):
+    split, _, _, site = trained
+    page.select_option("#sample", "3")
+    page.wait_for_function("document.getElementById('label').textContent !== ''")
+    expected = digits.onnx_probabilities(site / "model" / "digits.onnx", split.x_test[3:4]).argmax()
+    assert page.text_content("#prediction") == str(expected)
+    assert page.text_content("#label") == f"(label {split.y_test[3]})"
