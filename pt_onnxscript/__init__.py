@@ -5,7 +5,7 @@ from pytensor.compile.mode import predefined_linkers, predefined_modes, register
 from pt_onnxscript import ops, rewrites  # noqa: F401  (registers translations and rewrites)
 from pt_onnxscript.export import ONNXFunction, TensorSpec, export_onnx, onnx_export
 from pt_onnxscript.linker import ONNXLinker, newest_opset, onnx_mode
-from pt_onnxscript.registry import register, register_scalar
+from pt_onnxscript.registry import register, register_blockwise, register_scalar
 from pt_onnxscript.translate import (
     DEFAULT_OPSET,
     TranslationError,
@@ -31,5 +31,6 @@ __all__ = [
     "onnx_export",
     "onnx_mode",
     "register",
+    "register_blockwise",
     "register_scalar",
 ]
