@@ -1,5 +1,7 @@
 """Blockwise: a core op over leading batch dims."""
 
+from functools import reduce
+
 import onnx_ir as ir
 from pytensor.tensor.blockwise import Blockwise
 
@@ -21,18 +23,7 @@ def blockwise(op, node, *inputs):
 def _broadcast_shape(op, shapes):
     """The broadcast of 1-d shape values, as NumPy computes it (a 0 beats a 1)."""
     zero = constant(op, 0, "int8")
-    return op.Shape(
-        _sum(op, [op.Expand(zero, shape) for shape in shapes])
-        if len(shapes) > 1
-        else op.Expand(zero, shapes[0])
-    )
-
-
-def _sum(op, values):
-    total = values[0]
-    for value in values[1:]:
-        total = op.Add(total, value)
-    return total
+    return op.Shape(reduce(op.Add, [op.Expand(zero, shape) for shape in shapes]))
 
 
 def loop_over_batch(op, node, inputs):
