@@ -1,18 +1,42 @@
 import numpy as np
 import pytensor.tensor as pt
 import pytest
+from pytensor.tensor.basic import ExtractDiag
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.math import Dot
 
 from pt_onnxscript.testing import compare_onnx_and_py
 
 
-@pytest.mark.parametrize("batch", [(2,), (0,), (3, 1)])
+@pytest.mark.parametrize("batch", [(2,), (3, 1)])
 def test_core_op_looped_over_broadcast_batch(batch, rng):
     """A core op without a batch-aware translation runs once per batch element."""
     x = pt.tensor("x", shape=(*batch, None, 4))
-    y = pt.tensor("y", shape=(None, 4, 2))
-    out = Blockwise(Dot(), signature="(m,k),(k,n)->(m,n)")(x, y)
-    values = [rng.normal(size=(*batch, 3, 4)), rng.normal(size=(5 if batch[-1] == 1 else batch[-1], 4, 2))]
+    y = pt.tensor("y", shape=(None, 4))
+    out = Blockwise(ExtractDiag(offset=-1), signature="(m,n)->(k)")(x + y)
+    values = [rng.normal(size=(*batch, 3, 4)), rng.normal(size=(3, 4))]
     fn, _ = compare_onnx_and_py([x, y], out, values, expected_ops=["Loop"])
     assert any(isinstance(n.op, Blockwise) for n in fn.maker.fgraph.toposort())
+
+
+def test_batch_aware_translation_needs_no_loop(rng):
+    x = pt.tensor("x", shape=(2, 1, None, 4))
+    y = pt.tensor("y", shape=(5, 4, None))
+    out = Blockwise(Dot(), signature="(m,k),(k,n)->(m,n)")(x, y)
+    compare_onnx_and_py([x, y], out, [rng.normal(size=(2, 1, 3, 4)), rng.normal(size=(5, 4, 2))],
+                        expected_ops=["MatMul"], forbidden_ops=["Loop"])
+
+
+@pytest.mark.parametrize("batch", [3, 0])
+def test_core_output_dims_from_the_loop(batch, rng):
+    """An output dim no input has (a diagonal's length) comes from the loop's results."""
+    x = pt.tensor3("x")
+    out = Blockwise(ExtractDiag(offset=1), signature="(m,n)->(k)")(x)
+    if batch:
+        compare_onnx_and_py([x], out, [rng.normal(size=(batch, 3, 4))], expected_ops=["Loop"])
+    else:
+        import pytensor
+
+        fn = pytensor.function([x], out, mode="ONNX")
+        with pytest.raises(Exception, match="out of data bounds"):
+            fn(np.zeros((0, 3, 4)))

@@ -7,7 +7,7 @@ from pytensor.tensor.elemwise import CAReduce
 from pytensor.tensor.math import Argmax, Dot, ProdWithoutZeros
 
 from pt_onnxscript.ops.common import out_dtype
-from pt_onnxscript.registry import register
+from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
 
 REDUCTIONS = {
@@ -103,6 +103,7 @@ def matmul(op, node, x, y):
 
 
 @register(Dot)
+@register_blockwise(Dot)
 def dot(op, node, x, y):
-    """Dot -> MatMul."""
+    """Dot -> MatMul (which broadcasts batch dims as Blockwise does)."""
     return matmul(op, node, x, y)
