@@ -1,0 +1,71 @@
+"""Measured accuracy of the special functions' translations against SciPy/NumPy.
+
+Prints, per function and dtype, the domain sampled and the largest relative error of mode
+"ONNX" against SciPy/NumPy evaluated in float64 and rounded to the dtype. Errors are relative
+to the smallest normal number of the dtype at least, so results that underflow to subnormals
+count by their absolute error. Run: python benchmarks/special_accuracy.py
+"""
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import scipy.special as sp
+
+import pt_onnxscript  # noqa: F401  (registers mode "ONNX")
+
+rng = np.random.default_rng(0)
+
+
+def sample(low, high, n=20000, log=False):
+    if log:
+        return np.concatenate([10 ** rng.uniform(low, high, n), -(10 ** rng.uniform(low, high, n))])
+    return rng.uniform(low, high, n)
+
+
+FUNCTIONS = [
+    ("erf", pt.erf, sp.erf, (-6, 6)),
+    ("erfc", pt.erfc, sp.erfc, (-6, 27)),
+    ("erfcx", pt.erfcx, sp.erfcx, (-26, 1e4)),
+    ("gammaln", pt.gammaln, sp.gammaln, (1e-3, 1e4)),
+    ("psi", pt.psi, sp.psi, (1e-3, 1e4)),
+    ("log1p", pt.log1p, np.log1p, (-0.999, 1e3)),
+    ("expm1", pt.expm1, np.expm1, (-40, 700)),
+    ("sigmoid", pt.sigmoid, sp.expit, (-700, 700)),
+    ("softplus", pt.softplus, lambda x: np.logaddexp(0, x), (-700, 700)),
+    ("log1mexp", pt.log1mexp, lambda x: np.where(x < np.log(0.5), np.log1p(-np.exp(x)), np.log(-np.expm1(x))), (-700, -1e-10)),
+    ("tan", pt.tan, np.tan, (-10, 10)),
+    ("arcsin", pt.arcsin, np.arcsin, (-1, 1)),
+    ("arccos", pt.arccos, np.arccos, (-1, 1)),
+    ("arctan", pt.arctan, np.arctan, (-1e3, 1e3)),
+    ("sinh", pt.sinh, np.sinh, (-700, 700)),
+    ("cosh", pt.cosh, np.cosh, (-700, 700)),
+    ("arcsinh", pt.arcsinh, np.arcsinh, (-1e6, 1e6)),
+    ("arccosh", pt.arccosh, np.arccosh, (1, 1e6)),
+    ("arctanh", pt.arctanh, np.arctanh, (-1, 1)),
+]
+
+
+def max_relative_error(got, expected, dtype):
+    same = (got == expected) | (np.isnan(got) & np.isnan(expected))
+    with np.errstate(all="ignore"):
+        err = np.abs(got.astype("float64") - expected) / np.maximum(np.abs(expected), np.finfo(dtype).tiny)
+    return float(np.nanmax(np.where(same, 0.0, err)))
+
+
+def main():
+    print(f"{'function':10} {'domain':>22} {'float64':>10} {'float32':>10}")
+    for name, op, reference, (low, high) in FUNCTIONS:
+        x64 = sample(low, high)
+        errors = []
+        for dtype in ("float64", "float32"):
+            x = pt.vector(dtype=dtype)
+            fn = pytensor.function([x], op(x), mode="ONNX")
+            values = x64.astype(dtype)
+            with np.errstate(all="ignore"):
+                expected = reference(values.astype("float64")).astype(dtype).astype("float64")
+            errors.append(max_relative_error(fn(values), expected, dtype))
+        print(f"{name:10} {f'[{low:g}, {high:g}]':>22} {errors[0]:>10.1e} {errors[1]:>10.1e}")
+
+
+if __name__ == "__main__":
+    main()
