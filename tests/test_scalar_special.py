@@ -5,7 +5,16 @@ import scipy.special as sp
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-from pt_onnxscript.ops.scalar_special import erfcx, gammaln, log1mexp, psi
+from pt_onnxscript.ops.scalar_special import (
+    erfcinv,
+    erfcx,
+    erfinv,
+    gamma,
+    gammaln,
+    log1mexp,
+    psi,
+    trigamma,
+)
 from pt_onnxscript.testing import compare_onnx_and_py
 
 rng = np.random.default_rng(7)
@@ -25,6 +34,10 @@ SWEEPS = {
     "gammaln_negative": (gammaln, sp.gammaln, -rng.uniform(0, 40, 2000), 1e-12, 1e-14),
     "psi": (psi, sp.psi, np.concatenate([rng.uniform(-10, 20, 4000), 10 ** rng.uniform(-300, 300, 2000)]), 1e-13, 1e-15),
     "erfcx": (erfcx, sp.erfcx, np.concatenate([rng.uniform(-26, 40, 4000), 10 ** rng.uniform(-300, 300, 2000)]), 1e-13, 0),
+    "gamma": (gamma, sp.gamma, np.concatenate([rng.uniform(-40, 172, 4000), 10 ** rng.uniform(-300, 2.3, 2000)]), 1e-13, 0),
+    "trigamma": (trigamma, lambda x: sp.polygamma(1, x), np.concatenate([rng.uniform(-20, 30, 4000), 10 ** rng.uniform(-300, 300, 2000)]), 1e-13, 0),
+    "erfinv": (erfinv, sp.erfinv, np.concatenate([rng.uniform(-1, 1, 4000), 1 - 10 ** rng.uniform(-16, -1, 2000)]), 1e-13, 0),
+    "erfcinv": (erfcinv, sp.erfcinv, np.concatenate([rng.uniform(0, 2, 4000), 10 ** rng.uniform(-300, 0, 2000)]), 1e-13, 0),
 }
 
 
@@ -47,7 +60,8 @@ def test_log1mexp_branches():
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
 def test_through_pytensor(dtype, opset):
     x = pt.vector("x", dtype=dtype)
-    outs = [pt.gammaln(x), pt.psi(x), pt.erfcx(x), pt.log1mexp(-pt.abs(x) - 1e-3)]
+    outs = [pt.gammaln(x), pt.psi(x), pt.erfcx(x), pt.log1mexp(-pt.abs(x) - 1e-3), pt.gamma(x),
+            pt.tri_gamma(x), pt.erfinv(x / (pt.abs(x) + 1)), pt.erfcinv(2 * pt.abs(x) / (pt.abs(x) + 1))]
     if dtype == "int64":
         values = np.array([-3, 0, 1, 2, 7, 100])
     else:

@@ -1,4 +1,5 @@
-"""Special functions ONNX lacks, for PyMC's log-densities: gammaln, digamma, erfcx, log1mexp.
+"""Special functions ONNX lacks, for PyMC's log-densities: gammaln, gamma, digamma, trigamma,
+erfcx, erfinv, erfcinv, log1mexp.
 
 Each is SciPy's algorithm (Cephes, Boost) written as a scripted onnxscript function in
 float64, its loops unrolled into the few steps their domains need. float32 and integer
@@ -18,6 +19,7 @@ from pt_onnxscript.ops.scalar_math import (
     ERFC_SA,
     ERFC_SB,
     ERFC_SPLIT,
+    erf,
     erfc,
     expm1,
     log1p,
@@ -246,13 +248,217 @@ def log1mexp(x: DOUBLE[...]) -> DOUBLE[...]:
     )
 
 
-_FUNCTIONS = {psm.GammaLn: gammaln, psm.Psi: psi, psm.Erfcx: erfcx, psm.Log1mexp: log1mexp}
+
+TRIGAMMA_B = np.array([1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6])
+PI_SQUARED = np.array(np.pi**2)
+
+
+@script()
+def trigamma(x: DOUBLE[...]) -> DOUBLE[...]:
+    """SciPy's polygamma(1, x): the recurrence psi1(w) = 1/w^2 + psi1(w + 1) up to w >= 10, then
+    the asymptotic series; pi^2 / sin^2(pi x) - psi1(1 - x) below 0; inf at the poles."""
+    zero = op18.CastLike(0.0, x)
+    one = op18.CastLike(1.0, x)
+    half = op18.CastLike(0.5, x)
+    ten = op18.CastLike(10.0, x)
+    b = op18.CastLike(TRIGAMMA_B, x)
+    negative = x <= zero
+    w = op18.Where(negative, one - x, x)
+    total = zero
+    for k in range(10):
+        small = w < ten
+        total = total + op18.Where(small, one / (w * w), zero)
+        w = op18.Where(small, w + one, w)
+    z = one / w
+    z2 = z * z
+    tail = ((((((b[6] * z2 + b[5]) * z2 + b[4]) * z2 + b[3]) * z2 + b[2]) * z2 + b[1]) * z2 + b[0]) * z2
+    positive = total + (z + half * z2 + z * tail)
+    r = x - op18.Round(x)
+    sine = _sin_small(op18.CastLike(PI, x) * r)
+    reflected = op18.CastLike(PI_SQUARED, x) / (sine * sine) - positive
+    result = op18.Where(negative, reflected, positive)
+    pole = op18.Or(op18.And(negative, op18.Equal(x, op18.Floor(x))), op18.Equal(x, -op18.CastLike(INF, x)))
+    return op18.Where(pole, op18.CastLike(INF, x), result)
+
+
+# Cephes gamma: P/Q on [2, 3), Stirling's STIR from 33 on.
+GAMMA_P = np.array([1.60119522476751861407e-4, 1.19135147006586384913e-3, 1.04213797561761569935e-2,
+                    4.76367800457137231464e-2, 2.07448227648435975150e-1, 4.94214826801497100753e-1,
+                    9.99999999999999996796e-1])
+GAMMA_Q = np.array([-2.31581873324120129819e-5, 5.39605580493303397842e-4, -4.45641913851797240494e-3,
+                    1.18139785222060435552e-2, 3.58236398605498653373e-2, -2.34591795718243348568e-1,
+                    7.14304917030273074085e-2, 1.00000000000000000320e0])
+GAMMA_STIR = np.array([7.87311395793093628397e-4, -2.29549961613378126380e-4, -2.68132617805781232825e-3,
+                       3.47222221605458667310e-3, 8.33333333333482257126e-2])
+SQRT_TWO_PI = np.array(2.50662827463100050242)
+MAXGAM = np.array(171.624376956302725)
+MAXSTIR = np.array(143.01608)
+
+
+@script()
+def _stirling_gamma(x: DOUBLE[...]) -> DOUBLE[...]:
+    """Cephes stirf, for 33 <= x: sqrt(2 pi) x^(x - 1/2) e^-x (1 + STIR(1/x) / x)."""
+    one = op18.CastLike(1.0, x)
+    half = op18.CastLike(0.5, x)
+    c = op18.CastLike(GAMMA_STIR, x)
+    w = one / x
+    w = one + w * ((((c[0] * w + c[1]) * w + c[2]) * w + c[3]) * w + c[4])
+    y = op18.Exp(x)
+    v = op18.Pow(x, half * x - op18.CastLike(0.25, x))
+    large = v * (v / y)
+    y = op18.Where(x > op18.CastLike(MAXSTIR, x), large, op18.Pow(x, x - half) / y)
+    return op18.CastLike(SQRT_TWO_PI, x) * y * w
+
+
+@script()
+def gamma(x: DOUBLE[...]) -> DOUBLE[...]:
+    """Cephes gamma (SciPy's): below |x| = 33 the recurrence onto [2, 3) and P/Q there;
+    Stirling above, with the reflection for negative x; SciPy's values at the poles."""
+    zero = op18.CastLike(0.0, x)
+    one = op18.CastLike(1.0, x)
+    two = op18.CastLike(2.0, x)
+    three = op18.CastLike(3.0, x)
+    tiny = op18.CastLike(1.0e-9, x)
+    pc = op18.CastLike(GAMMA_P, x)
+    qc = op18.CastLike(GAMMA_Q, x)
+    q = op18.Abs(x)
+    near = op18.Where(q < op18.CastLike(33.0, x), x, two)
+    # One recurrence step per iteration: down while u >= 3, up (dividing) while u < 2.
+    z = one
+    u = near
+    small = op18.Less(q, zero)  # all False: set where |u| < 1e-9 stops the recurrence
+    for k in range(40):
+        down = u >= three
+        up = op18.And(u < two, op18.Not(small))
+        small = op18.Or(small, op18.And(up, op18.Abs(u) < tiny))
+        up = op18.And(up, op18.Not(small))
+        u = op18.Where(down, u - one, u)
+        z = op18.Where(down, z * u, z)
+        z = op18.Where(up, z / u, z)
+        u = op18.Where(up, u + one, u)
+    t = u - two
+    pt_ = ((((((pc[0] * t + pc[1]) * t + pc[2]) * t + pc[3]) * t + pc[4]) * t + pc[5]) * t + pc[6])
+    qt = (((((((qc[0] * t + qc[1]) * t + qc[2]) * t + qc[3]) * t + qc[4]) * t + qc[5]) * t + qc[6]) * t + qc[7])
+    recurrence = op18.Where(op18.Equal(u, two), z, z * pt_ / qt)
+    at_small = z / ((one + op18.CastLike(0.5772156649015329, x) * u) * u)
+    recurrence = op18.Where(small, at_small, recurrence)
+    recurrence = op18.Where(op18.Equal(u, zero), op18.CastLike(NAN, x), recurrence)
+    # |x| >= 33: Stirling, reflected below 0.
+    stirling = _stirling_gamma(op18.Max(q, op18.CastLike(33.0, x)))
+    stirling = op18.Where(q > op18.CastLike(MAXGAM, x), op18.CastLike(INF, x), stirling)
+    p = op18.Floor(q)
+    frac = q - p
+    frac = op18.Where(frac > op18.CastLike(0.5, x), q - (p + one), frac)
+    sine = q * _sin_small(op18.CastLike(PI, x) * frac)
+    odd = op18.Equal(p - two * op18.Floor(p / two), one)
+    sign = op18.Where(odd, one, -one)
+    reflected = sign * (op18.CastLike(PI, x) / (op18.Abs(sine) * stirling))
+    reflected = op18.Where(op18.Equal(p, q), op18.CastLike(NAN, x), reflected)
+    far = op18.Where(x < zero, reflected, stirling)
+    result = op18.Where(q < op18.CastLike(33.0, x), recurrence, far)
+    result = op18.Where(op18.Equal(x, -op18.CastLike(INF, x)), op18.CastLike(NAN, x), result)
+    return op18.Where(op18.Equal(x, zero), one / x, result)
+
+
+# Giles, "Approximating the erfinv function" (GPU Gems 2010), single precision: a first guess
+# that Halley's iteration on erf or erfc refines to double precision.
+GILES_CENTRAL = np.array([2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                          0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941])
+GILES_TAIL = np.array([-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
+                       0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682])
+TWO_OVER_SQRT_PI = np.array(2 / np.sqrt(np.pi))
+
+
+@script()
+def _erfinv_guess(y: DOUBLE[...], w: DOUBLE[...]) -> DOUBLE[...]:
+    """Giles' erfinv(y), w = -log((1 - y)(1 + y)) computed by the caller without cancellation."""
+    c = op18.CastLike(GILES_CENTRAL, y)
+    t = op18.CastLike(GILES_TAIL, y)
+    u = w - op18.CastLike(2.5, y)
+    central = ((((((((c[0] * u + c[1]) * u + c[2]) * u + c[3]) * u + c[4]) * u + c[5]) * u + c[6]) * u + c[7]) * u + c[8])
+    v = op18.Sqrt(w) - op18.CastLike(3.0, y)
+    tail = ((((((((t[0] * v + t[1]) * v + t[2]) * v + t[3]) * v + t[4]) * v + t[5]) * v + t[6]) * v + t[7]) * v + t[8])
+    return op18.Where(w < op18.CastLike(5.0, y), central, tail) * y
+
+
+@script()
+def _gauss(x: DOUBLE[...]) -> DOUBLE[...]:
+    """2/sqrt(pi) exp(-x^2), with x^2 split so that exp sees it exactly."""
+    h = op18.CastLike(op18.Cast(x, to=10), x)
+    return op18.CastLike(TWO_OVER_SQRT_PI, x) * op18.Exp(-h * h) * op18.Exp((h - x) * (h + x))
+
+
+SQRT_PI = np.array(np.sqrt(np.pi))
+
+
+@script()
+def erfcinv(z: DOUBLE[...]) -> DOUBLE[...]:
+    """SciPy's erfcinv: for z near 1, Giles' guess refined by Halley's iteration on
+    erf(x) = 1 - z; in the tails, Newton's iteration on log erfc(x) = log z (erfc keeps its
+    relative accuracy there) from Giles' guess, or from the asymptotic
+    x = sqrt(-log(z x sqrt(pi))) below 1e-10; erfcinv(2 - z) = -erfcinv(z)."""
+    zero = op18.CastLike(0.0, z)
+    one = op18.CastLike(1.0, z)
+    two = op18.CastLike(2.0, z)
+    upper = z > one
+    t = op18.Where(upper, two - z, z)
+    y = one - t
+    central = t > op18.CastLike(0.5, z)
+    w = -op18.Log(t * (two - t))
+    x = _erfinv_guess(y, w)
+    root = op18.Sqrt(-op18.Log(t))
+    far = op18.Sqrt(-op18.Log(t * root * op18.CastLike(SQRT_PI, z)))
+    far = op18.Sqrt(-op18.Log(t * far * op18.CastLike(SQRT_PI, z)))
+    x = op18.Where(t < op18.CastLike(1.0e-10, z), far, x)
+    log_t = op18.Log(t)
+    for k in range(4):
+        e = erfc(x)
+        g = _gauss(x)
+        halley = (erf(x) - y) / g
+        halley = x - halley / (one + x * halley)
+        newton = x + (op18.Log(e) - log_t) * e / g
+        x = op18.Where(central, halley, newton)
+    result = op18.Where(upper, -x, x)
+    result = op18.Where(op18.Equal(z, zero), op18.CastLike(INF, z), result)
+    result = op18.Where(op18.Equal(z, two), -op18.CastLike(INF, z), result)
+    result = op18.Where(op18.Equal(z, one), -zero, result)
+    outside = op18.Or(z < zero, z > two)
+    return op18.Where(outside, op18.CastLike(NAN, z), result)
+
+
+@script()
+def erfinv(y: DOUBLE[...]) -> DOUBLE[...]:
+    """SciPy's erfinv: Halley's iteration on erf(x) = y from Giles' guess for |y| <= 1/2,
+    erfcinv(1 - |y|) with y's sign beyond (the tails keep their accuracy)."""
+    zero = op18.CastLike(0.0, y)
+    one = op18.CastLike(1.0, y)
+    x = _erfinv_guess(y, -op18.Log((one - y) * (one + y)))
+    for k in range(3):
+        step = (erf(x) - y) / _gauss(x)
+        x = x - step / (one + x * step)
+    magnitude = erfcinv(one - op18.Abs(y))
+    tail = op18.Where(y < zero, -magnitude, magnitude)
+    result = op18.Where(op18.Abs(y) <= op18.CastLike(0.5, y), x, tail)
+    # erfinv(-0.0) is +0.0 in SciPy.
+    return op18.Where(op18.Equal(y, zero), zero, result)
+
+
+_FUNCTIONS = {
+    psm.GammaLn: gammaln,
+    psm.Gamma: gamma,
+    psm.Psi: psi,
+    psm.TriGamma: trigamma,
+    psm.Erfcx: erfcx,
+    psm.Erfinv: erfinv,
+    psm.Erfcinv: erfcinv,
+    psm.Log1mexp: log1mexp,
+}
 
 
 @register_scalar(*_FUNCTIONS)
 def special(op, node, x):
-    """GammaLn, Psi, Erfcx, Log1mexp -> the scripted float64 algorithm, rounded once to the
-    output dtype."""
+    """GammaLn, Gamma, Psi, TriGamma, Erfcx, Erfinv, Erfcinv, Log1mexp -> the scripted float64
+    algorithm, rounded once to the output dtype."""
     function = next(_FUNCTIONS[cls] for cls in type(node.op).__mro__ if cls in _FUNCTIONS)
     if node.inputs[0].type.dtype != "float64":
         x = op.Cast(x, to=onnx_dtype("float64"))
