@@ -75,3 +75,13 @@ def test_gradients_of_gammaln():
 
     out = [grad(pt.gammaln(x).sum(), x)]
     compare_onnx_and_py([x], out, [rng.uniform(0.1, 20, 10)], rtol=1e-13)
+
+
+def test_xlogx_and_xlogy0():
+    xlogx = pytest.importorskip("pytensor.tensor.xlogx")
+    if not hasattr(xlogx, "XlogX"):
+        pytest.skip("PyTensor 3 builds xlogx from switch and log")
+    x = pt.vector("x")
+    y = pt.vector("y")
+    values = [np.array([0.0, 0.5, 2.0, -1.0, np.nan, 0.0]), np.array([3.0, 0.0, 2.0, 1.0, 1.0, np.inf])]
+    compare_onnx_and_py([x, y], [xlogx.xlogx(x), xlogx.xlogy0(x, y)], values)

@@ -25,7 +25,7 @@ from pt_onnxscript.ops.scalar_math import (
     log1p,
     tan_float64,
 )
-from pt_onnxscript.ops.common import inline
+from pt_onnxscript.ops.common import cast_inputs_to_output, constant, inline
 from pt_onnxscript.registry import register_scalar
 from pt_onnxscript.types import onnx_dtype
 
@@ -465,3 +465,19 @@ def special(op, node, x):
     result = inline(op, function, x)
     out = node.outputs[0].type.dtype
     return result if out == "float64" else op.Cast(result, to=onnx_dtype(out))
+
+
+try:  # PyTensor 2.38's scalar ops (3.0 builds xlogx and xlogy0 from switch and log)
+    from pytensor.tensor.xlogx import XlogX, XlogY0
+except ImportError:
+    XlogX = XlogY0 = None
+
+if XlogX is not None:
+
+    @register_scalar(XlogX, XlogY0)
+    def xlogy0(op, node, *inputs):
+        """XlogX, XlogY0 -> Where(x == 0, 0, x * log(y)) (y = x for XlogX)."""
+        cast = cast_inputs_to_output(op, node, inputs)
+        x, y = cast[0], cast[-1]
+        zero = constant(op, 0, node.outputs[0].type.dtype)
+        return op.Where(op.Equal(x, zero), zero, op.Mul(x, op.Log(y)))
