@@ -1,4 +1,3 @@
-import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest

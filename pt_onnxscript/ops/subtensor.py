@@ -11,7 +11,7 @@ from functools import reduce
 
 import numpy as np
 import onnx_ir as ir
-from pytensor.graph.basic import Constant, Variable
+from pytensor.graph.basic import Constant
 from pytensor.scalar.basic import ScalarType
 from pytensor.tensor.subtensor import (
     AdvancedIncSubtensor,
