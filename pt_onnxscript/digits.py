@@ -12,6 +12,7 @@ import argparse
 import json
 import tempfile
 import threading
+import warnings
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +124,8 @@ def main(argv=None):
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--site", type=Path, default=None, help="where to write the model and samples")
     args = parser.parse_args(argv)
+    # PyTensor 3's default (Numba) mode runs convolve2d through Python; it says so once per op.
+    warnings.filterwarnings("ignore", message="Numba will use object mode")
 
     split = load_digits()
     params = init_params()
