@@ -23,7 +23,7 @@ import pytensor.scalar.math as psm
 from onnxscript import DOUBLE, FLOAT, script
 from onnxscript import opset18 as op18
 
-from pt_onnxscript.ops.common import constant
+from pt_onnxscript.ops.common import constant, inline
 from pt_onnxscript.registry import register_scalar
 from pt_onnxscript.types import onnx_dtype
 
@@ -378,28 +378,37 @@ MAXLOG = np.array(7.09782712893383996843e2)  # SciPy's erfc is 0 once x*x > MAXL
 
 
 @script()
-def erf(x: TFloat) -> TFloat:
-    """fdlibm's erf: x + x PP/QQ(x*x) below |x| = 0.84375, erx + PA/QA(|x| - 1) below 1.25,
-    1 - erfc(|x|) from its asymptotic form above; odd."""
-    zero = op18.CastLike(0.0, x)
+def _erf_small_ratio(x: TFloat) -> TFloat:
+    """fdlibm's PP/QQ(x*x): erf(x) = x + x PP/QQ below |x| = 0.84375."""
     one = op18.CastLike(1.0, x)
     pp = op18.CastLike(ERF_PP, x)
     qq = op18.CastLike(ERF_QQ, x)
-    pa = op18.CastLike(ERF_PA, x)
-    qa = op18.CastLike(ERF_QA, x)
-    ra = op18.CastLike(ERFC_RA, x)
-    sa = op18.CastLike(ERFC_SA, x)
-    rb = op18.CastLike(ERFC_RB, x)
-    sb = op18.CastLike(ERFC_SB, x)
-    a = op18.Abs(x)
     z = x * x
     pp_z = (((pp[4] * z + pp[3]) * z + pp[2]) * z + pp[1]) * z + pp[0]
     qq_z = ((((qq[4] * z + qq[3]) * z + qq[2]) * z + qq[1]) * z + qq[0]) * z + one
-    near_zero = x + x * (pp_z / qq_z)
+    return pp_z / qq_z
+
+
+@script()
+def _erf_near_one_ratio(a: TFloat) -> TFloat:
+    """fdlibm's PA/QA(a - 1): erf(a) = erx + PA/QA for 0.84375 <= a < 1.25."""
+    one = op18.CastLike(1.0, a)
+    pa = op18.CastLike(ERF_PA, a)
+    qa = op18.CastLike(ERF_QA, a)
     s = a - one
     pa_s = (((((pa[6] * s + pa[5]) * s + pa[4]) * s + pa[3]) * s + pa[2]) * s + pa[1]) * s + pa[0]
     qa_s = (((((qa[5] * s + qa[4]) * s + qa[3]) * s + qa[2]) * s + qa[1]) * s + qa[0]) * s + one
-    near_one = op18.CastLike(ERX, x) + pa_s / qa_s
+    return pa_s / qa_s
+
+
+@script()
+def erfc_tail_exponent(a: TFloat) -> TFloat:
+    """fdlibm's R/S(1/(a*a)) for a >= 1.25: erfc(a) = exp(-a*a - 0.5625 + R/S) / a."""
+    one = op18.CastLike(1.0, a)
+    ra = op18.CastLike(ERFC_RA, a)
+    sa = op18.CastLike(ERFC_SA, a)
+    rb = op18.CastLike(ERFC_RB, a)
+    sb = op18.CastLike(ERFC_SB, a)
     s = one / (a * a)
     ra_s = (((ra[7] * s + ra[6]) * s + ra[5]) * s + ra[4]) * s + ra[3]
     ra_s = ((ra_s * s + ra[2]) * s + ra[1]) * s + ra[0]
@@ -408,12 +417,29 @@ def erf(x: TFloat) -> TFloat:
     rb_s = (((((rb[6] * s + rb[5]) * s + rb[4]) * s + rb[3]) * s + rb[2]) * s + rb[1]) * s + rb[0]
     sb_s = ((sb[6] * s + sb[5]) * s + sb[4]) * s + sb[3]
     sb_s = (((sb_s * s + sb[2]) * s + sb[1]) * s + sb[0]) * s + one
-    r_s = op18.Where(a < op18.CastLike(ERFC_SPLIT, x), ra_s / sa_s, rb_s / sb_s)
+    return op18.Where(a < op18.CastLike(ERFC_SPLIT, a), ra_s / sa_s, rb_s / sb_s)
+
+
+@script()
+def _erfc_tail(a: TFloat) -> TFloat:
+    """erfc(a) for a >= 1.25; SciPy's 0 once a*a > MAXLOG."""
     # -a*a = -h*h + (h - a)(h + a) with h = a rounded to 11 bits (float16), so h*h is exact.
-    h = op18.CastLike(op18.Cast(a, to=10), x)
-    tail = op18.Exp(-h * h - op18.CastLike(0.5625, x)) * op18.Exp((h - a) * (h + a) + r_s) / a
-    tail = op18.Where(a * a > op18.CastLike(MAXLOG, x), zero, tail)
-    magnitude = op18.Where(a < op18.CastLike(1.25, x), near_one, one - tail)
+    h = op18.CastLike(op18.Cast(a, to=10), a)
+    r_s = erfc_tail_exponent(a)
+    tail = op18.Exp(-h * h - op18.CastLike(0.5625, a)) * op18.Exp((h - a) * (h + a) + r_s) / a
+    return op18.Where(a * a > op18.CastLike(MAXLOG, a), op18.CastLike(0.0, a), tail)
+
+
+@script()
+def erf(x: TFloat) -> TFloat:
+    """fdlibm's erf: x + x PP/QQ(x*x) below |x| = 0.84375, erx + PA/QA(|x| - 1) below 1.25,
+    1 - erfc(|x|) from its asymptotic form above; odd."""
+    zero = op18.CastLike(0.0, x)
+    one = op18.CastLike(1.0, x)
+    a = op18.Abs(x)
+    near_zero = x + x * _erf_small_ratio(x)
+    near_one = op18.CastLike(ERX, x) + _erf_near_one_ratio(a)
+    magnitude = op18.Where(a < op18.CastLike(1.25, x), near_one, one - _erfc_tail(a))
     signed = op18.Where(x < zero, -magnitude, magnitude)
     return op18.Where(a >= op18.CastLike(0.84375, x), signed, near_zero)
 
@@ -428,38 +454,12 @@ def erfc(x: TFloat) -> TFloat:
     one = op18.CastLike(1.0, x)
     two = op18.CastLike(2.0, x)
     erx = op18.CastLike(ERX, x)
-    pp = op18.CastLike(ERF_PP, x)
-    qq = op18.CastLike(ERF_QQ, x)
-    pa = op18.CastLike(ERF_PA, x)
-    qa = op18.CastLike(ERF_QA, x)
-    ra = op18.CastLike(ERFC_RA, x)
-    sa = op18.CastLike(ERFC_SA, x)
-    rb = op18.CastLike(ERFC_RB, x)
-    sb = op18.CastLike(ERFC_SB, x)
     a = op18.Abs(x)
-    z = x * x
-    pp_z = (((pp[4] * z + pp[3]) * z + pp[2]) * z + pp[1]) * z + pp[0]
-    qq_z = ((((qq[4] * z + qq[3]) * z + qq[2]) * z + qq[1]) * z + qq[0]) * z + one
-    xy = x * (pp_z / qq_z)
+    xy = x * _erf_small_ratio(x)
     near_zero = op18.Where(x < op18.CastLike(0.25, x), one - (x + xy), half - (xy + (x - half)))
-    s = a - one
-    pa_s = (((((pa[6] * s + pa[5]) * s + pa[4]) * s + pa[3]) * s + pa[2]) * s + pa[1]) * s + pa[0]
-    qa_s = (((((qa[5] * s + qa[4]) * s + qa[3]) * s + qa[2]) * s + qa[1]) * s + qa[0]) * s + one
-    pq = pa_s / qa_s
+    pq = _erf_near_one_ratio(a)
     near_one = op18.Where(x < zero, one + (erx + pq), (one - erx) - pq)
-    s = one / (a * a)
-    ra_s = (((ra[7] * s + ra[6]) * s + ra[5]) * s + ra[4]) * s + ra[3]
-    ra_s = ((ra_s * s + ra[2]) * s + ra[1]) * s + ra[0]
-    sa_s = (((sa[7] * s + sa[6]) * s + sa[5]) * s + sa[4]) * s + sa[3]
-    sa_s = (((sa_s * s + sa[2]) * s + sa[1]) * s + sa[0]) * s + one
-    rb_s = (((((rb[6] * s + rb[5]) * s + rb[4]) * s + rb[3]) * s + rb[2]) * s + rb[1]) * s + rb[0]
-    sb_s = ((sb[6] * s + sb[5]) * s + sb[4]) * s + sb[3]
-    sb_s = (((sb_s * s + sb[2]) * s + sb[1]) * s + sb[0]) * s + one
-    r_s = op18.Where(a < op18.CastLike(ERFC_SPLIT, x), ra_s / sa_s, rb_s / sb_s)
-    # -a*a = -h*h + (h - a)(h + a) with h = a rounded to 11 bits (float16), so h*h is exact.
-    h = op18.CastLike(op18.Cast(a, to=10), x)
-    tail = op18.Exp(-h * h - op18.CastLike(0.5625, x)) * op18.Exp((h - a) * (h + a) + r_s) / a
-    tail = op18.Where(a * a > op18.CastLike(MAXLOG, x), zero, tail)
+    tail = _erfc_tail(a)
     far = op18.Where(x < zero, two - tail, tail)
     return op18.Where(
         a < op18.CastLike(0.84375, x),
@@ -518,7 +518,7 @@ def unary(op, node, x):
     (x,), dtype = _computed_inputs(op, node, [x])
     float64, float32 = _entry(_UNARY, node.op)
     function = float64 if dtype == "float64" else float32
-    result = getattr(op, function)(x) if isinstance(function, str) else op.call_inline(function, x)
+    result = getattr(op, function)(x) if isinstance(function, str) else inline(op, function, x)
     return _as_output(op, node, result, dtype)
 
 

@@ -14,13 +14,9 @@ from onnxscript import DOUBLE, script
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.scalar_math import (
-    ERFC_RA,
-    ERFC_RB,
-    ERFC_SA,
-    ERFC_SB,
-    ERFC_SPLIT,
     erf,
     erfc,
+    erfc_tail_exponent,
     expm1,
     log1p,
     tan_float64,
@@ -209,21 +205,10 @@ def erfcx(x: DOUBLE[...]) -> DOUBLE[...]:
     """exp(x^2) erfc(x): fdlibm's erfc tail without its exp(-x^2) for 1.25 <= x < 28, the
     asymptotic series above, exp(x^2) erfc(x) below with x^2 split so exp sees it exactly."""
     one = op18.CastLike(1.0, x)
-    ra = op18.CastLike(ERFC_RA, x)
-    sa = op18.CastLike(ERFC_SA, x)
-    rb = op18.CastLike(ERFC_RB, x)
-    sb = op18.CastLike(ERFC_SB, x)
     c = op18.CastLike(ERFCX_ASYMPTOTIC, x)
     a = op18.Max(x, op18.CastLike(1.25, x))
     s = one / (a * a)
-    ra_s = (((ra[7] * s + ra[6]) * s + ra[5]) * s + ra[4]) * s + ra[3]
-    ra_s = ((ra_s * s + ra[2]) * s + ra[1]) * s + ra[0]
-    sa_s = (((sa[7] * s + sa[6]) * s + sa[5]) * s + sa[4]) * s + sa[3]
-    sa_s = (((sa_s * s + sa[2]) * s + sa[1]) * s + sa[0]) * s + one
-    rb_s = (((((rb[6] * s + rb[5]) * s + rb[4]) * s + rb[3]) * s + rb[2]) * s + rb[1]) * s + rb[0]
-    sb_s = ((sb[6] * s + sb[5]) * s + sb[4]) * s + sb[3]
-    sb_s = (((sb_s * s + sb[2]) * s + sb[1]) * s + sb[0]) * s + one
-    r_s = op18.Where(a < op18.CastLike(ERFC_SPLIT, x), ra_s / sa_s, rb_s / sb_s)
+    r_s = erfc_tail_exponent(a)
     tail = op18.Exp(r_s - op18.CastLike(0.5625, x)) / a
     # 1/(x sqrt(pi)) (1 - 1/(2x^2) + 3/(4x^4) - ...): 8 terms are exact to the last bit from 28.
     series = ((((((c[7] * s + c[6]) * s + c[5]) * s + c[4]) * s + c[3]) * s + c[2]) * s + c[1]) * s + c[0]
