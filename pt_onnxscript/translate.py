@@ -7,7 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import InlinePass
+from onnx_ir.passes.common import InlinePass, NameFixPass
 from onnxscript import GraphBuilder
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
@@ -340,6 +340,8 @@ def fgraph_to_model(
         InlinePass()(model)
         for domain in domains:
             graph.opset_imports.pop(domain, None)
+        # Inlined loop bodies may reuse names from elsewhere; ONNX wants them unique.
+        NameFixPass()(model)
     return model
 
 

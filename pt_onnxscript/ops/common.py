@@ -52,7 +52,10 @@ def _register_callees(functions, function):
     for node in ir.traversal.RecursiveGraphIterator(function.graph()):
         callee = function.function.__globals__.get(node.op_type)
         if node.domain == function.function_ir.domain and callee is not None:
-            functions[callee.function_ir.identifier()] = callee.function_ir
+            # A copy: inlining rewrites the model's functions in place.
+            functions[callee.function_ir.identifier()] = ir.serde.deserialize_function(
+                ir.serde.serialize_function(callee.function_ir)
+            )
             _register_callees(functions, callee)
 
 
