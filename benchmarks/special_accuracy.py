@@ -49,6 +49,20 @@ FUNCTIONS = [
 ]
 
 
+# Two-argument functions: (name, op, reference, a's domain, x's domain), both sampled
+# log-uniformly.
+BINARY_FUNCTIONS = [
+    ("gammainc", pt.gammainc, sp.gammainc, (1e-2, 1e2), (1e-2, 1e2)),
+    ("gammainc", pt.gammainc, sp.gammainc, (1e-2, 1e4), (1e-2, 1e4)),
+    ("gammaincc", pt.gammaincc, sp.gammaincc, (1e-2, 1e2), (1e-2, 1e2)),
+    ("gammaincc", pt.gammaincc, sp.gammaincc, (1e-2, 1e4), (1e-2, 1e4)),
+]
+
+
+def log_uniform(low, high, n=20000):
+    return np.exp(rng.uniform(np.log(low), np.log(high), n))
+
+
 def max_relative_error(got, expected, dtype):
     same = (got == expected) | (np.isnan(got) & np.isnan(expected))
     with np.errstate(all="ignore"):
@@ -56,19 +70,26 @@ def max_relative_error(got, expected, dtype):
     return float(np.nanmax(np.where(same, 0.0, err)))
 
 
+def errors(op, reference, samples):
+    for dtype in ("float64", "float32"):
+        args = [pt.vector(dtype=dtype) for _ in samples]
+        fn = pytensor.function(args, op(*args), mode="ONNX")
+        values = [s.astype(dtype) for s in samples]
+        with np.errstate(all="ignore"):
+            expected = reference(*(v.astype("float64") for v in values)).astype(dtype)
+        yield max_relative_error(fn(*values), expected.astype("float64"), dtype)
+
+
 def main():
-    print(f"{'function':10} {'domain':>22} {'float64':>10} {'float32':>10}")
+    print(f"{'function':10} {'domain':>28} {'float64':>10} {'float32':>10}")
     for name, op, reference, (low, high) in FUNCTIONS:
-        x64 = sample(low, high)
-        errors = []
-        for dtype in ("float64", "float32"):
-            x = pt.vector(dtype=dtype)
-            fn = pytensor.function([x], op(x), mode="ONNX")
-            values = x64.astype(dtype)
-            with np.errstate(all="ignore"):
-                expected = reference(values.astype("float64")).astype(dtype).astype("float64")
-            errors.append(max_relative_error(fn(values), expected, dtype))
-        print(f"{name:10} {f'[{low:g}, {high:g}]':>22} {errors[0]:>10.1e} {errors[1]:>10.1e}")
+        e64, e32 = errors(op, reference, [sample(low, high)])
+        print(f"{name:10} {f'[{low:g}, {high:g}]':>28} {e64:>10.1e} {e32:>10.1e}")
+    for name, op, reference, (a_low, a_high), (x_low, x_high) in BINARY_FUNCTIONS:
+        samples = [log_uniform(a_low, a_high), log_uniform(x_low, x_high)]
+        e64, e32 = errors(op, reference, samples)
+        domain = f"a [{a_low:g}, {a_high:g}] x [{x_low:g}, {x_high:g}]"
+        print(f"{name:10} {domain:>28} {e64:>10.1e} {e32:>10.1e}")
 
 
 if __name__ == "__main__":

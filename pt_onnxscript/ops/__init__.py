@@ -13,6 +13,7 @@ from pt_onnxscript.ops import (  # noqa: F401
     raise_op,
     scalar,
     scan,
+    scalar_gammainc,
     scalar_loop,
     scalar_math,
     scalar_special,
