@@ -83,7 +83,34 @@ def gaussian_process():
     return model
 
 
-MODELS = [glm, hierarchical, counts, mixture, censored_truncated, ordinal_with_potential, gaussian_process]
+def survival():
+    times = rng.gamma(3, 1, size=15)
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2, 1)
+        beta = pm.HalfNormal("beta", 2)
+        lam = pm.Gamma("lam", 3, 1)
+        pm.Censored("t", pm.Gamma.dist(alpha, beta), lower=None, upper=4, observed=times.clip(max=4))
+        pm.Censored("c", pm.Poisson.dist(lam), lower=1, upper=5, observed=[1, 1, 2, 5, 3, 5])
+        pm.Truncated("k", pm.Poisson.dist(lam), upper=6, observed=[0, 2, 6, 3])
+    return model
+
+
+MODELS = [
+    glm,
+    hierarchical,
+    counts,
+    mixture,
+    censored_truncated,
+    ordinal_with_potential,
+    gaussian_process,
+    survival,
+]
+
+# PyTensor's gammainc/gammaincc gradients are series that stop once a term drops below 1e-10
+# (pytensor/scalar/math.py, gammainc_grad) or 1e-6 (gammaincc_grad's log_precision): a 1-ulp
+# difference upstream can move the stopping step, and PyTensor's C and Python backends already
+# disagree by ~2e-10 on these gradients.
+DLOGP_RTOL = {"survival": 1e-8}
 
 
 def points(model, n=3):
@@ -101,9 +128,10 @@ def test_logp_and_dlogp_in_mode_onnx(make):
         mode: (model.compile_logp(mode=mode), model.compile_dlogp(mode=mode))
         for mode in ("ONNX", REFERENCE)
     }
+    rtols = {"logp": 1e-11, "dlogp": DLOGP_RTOL.get(make.__name__, 1e-11)}
     for point in points(model):
-        for (onnx_fn, ref_fn), what in zip(zip(*fns.values()), ["logp", "dlogp"]):
-            assert_same(onnx_fn(point), ref_fn(point), rtol=1e-11, atol=1e-11, what=what)
+        for (onnx_fn, ref_fn), what in zip(zip(*fns.values()), rtols):
+            assert_same(onnx_fn(point), ref_fn(point), rtol=rtols[what], atol=1e-11, what=what)
 
 
 @pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
@@ -120,7 +148,8 @@ def test_exported_logp_runs_without_pymc(make, tmp_path):
     for point in points(model, 2):
         got = session.run(["logp", "dlogp"], {"point": ravel_point(point, slots)})
         assert_same(got[0], logp(point), rtol=1e-11, atol=1e-11, what="logp")
-        assert_same(got[1], dlogp(point), rtol=1e-11, atol=1e-11, what="dlogp")
+        rtol = DLOGP_RTOL.get(make.__name__, 1e-11)
+        assert_same(got[1], dlogp(point), rtol=rtol, atol=1e-11, what="dlogp")
 
 
 def test_against_the_default_mode_and_compile_fn():
