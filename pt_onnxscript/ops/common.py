@@ -48,6 +48,20 @@ def inline(op, function, *args):
     return op.call_inline(function, *args)
 
 
+def inline_in_float64(op, node, function, *inputs, variables=None):
+    """Inline scripted float64 `function` on `inputs` (the ONNX values of `variables`, by
+    default the node's inputs) cast to float64, its result rounded once to the node's output
+    dtype."""
+    variables = node.inputs if variables is None else variables
+    args = [
+        x if var.type.dtype == "float64" else op.Cast(x, to=onnx_dtype("float64"))
+        for var, x in zip(variables, inputs, strict=True)
+    ]
+    result = inline(op, function, *args)
+    out = node.outputs[0].type.dtype
+    return result if out == "float64" else op.Cast(result, to=onnx_dtype(out))
+
+
 def _register_callees(functions, function):
     for node in ir.traversal.RecursiveGraphIterator(function.graph()):
         callee = function.function.__globals__.get(node.op_type)

@@ -14,12 +14,11 @@ from onnxscript import BOOL, DOUBLE, script
 from onnxscript import opset18 as op18
 from scipy.special import zeta
 
-from pt_onnxscript.ops.common import inline
+from pt_onnxscript.ops.common import inline_in_float64
 from pt_onnxscript.ops.scalar_math import erfc, expm1, log1p
 from pt_onnxscript.ops.scalar_special import _lgamma_positive, gamma
 from pt_onnxscript.ops.temme_coefficients import TEMME_D
 from pt_onnxscript.registry import register_scalar
-from pt_onnxscript.types import onnx_dtype
 
 MACHEP = np.array(1.11022302462515654042e-16)
 MAXLOG = np.array(7.09782712893383996732e2)
@@ -423,11 +422,4 @@ _FUNCTIONS = {psm.GammaInc: gammainc, psm.GammaIncC: gammaincc, psm.GammaU: gamm
 def incomplete_gamma(op, node, a, x):
     """GammaInc, GammaIncC, GammaU, GammaL -> the scripted float64 algorithm, rounded once to
     the output dtype."""
-    function = _FUNCTIONS[type(node.op)]
-    a, x = (
-        value if var.type.dtype == "float64" else op.Cast(value, to=onnx_dtype("float64"))
-        for var, value in zip(node.inputs, (a, x), strict=True)
-    )
-    result = inline(op, function, a, x)
-    out = node.outputs[0].type.dtype
-    return result if out == "float64" else op.Cast(result, to=onnx_dtype(out))
+    return inline_in_float64(op, node, _FUNCTIONS[type(node.op)], a, x)

@@ -13,6 +13,7 @@ import pytensor.scalar.math as psm
 from onnxscript import DOUBLE, script
 from onnxscript import opset18 as op18
 
+from pt_onnxscript.ops.common import cast_inputs_to_output, constant, inline_in_float64
 from pt_onnxscript.ops.scalar_math import (
     erf,
     erfc,
@@ -21,9 +22,7 @@ from pt_onnxscript.ops.scalar_math import (
     log1p,
     tan_float64,
 )
-from pt_onnxscript.ops.common import cast_inputs_to_output, constant, inline
 from pt_onnxscript.registry import register_scalar
-from pt_onnxscript.types import onnx_dtype
 
 PI = np.array(np.pi)
 EULER = np.array(0.57721566490153286061)
@@ -445,11 +444,7 @@ def special(op, node, x):
     """GammaLn, Gamma, Psi, TriGamma, Erfcx, Erfinv, Erfcinv, Log1mexp -> the scripted float64
     algorithm, rounded once to the output dtype."""
     function = next(_FUNCTIONS[cls] for cls in type(node.op).__mro__ if cls in _FUNCTIONS)
-    if node.inputs[0].type.dtype != "float64":
-        x = op.Cast(x, to=onnx_dtype("float64"))
-    result = inline(op, function, x)
-    out = node.outputs[0].type.dtype
-    return result if out == "float64" else op.Cast(result, to=onnx_dtype(out))
+    return inline_in_float64(op, node, function, x)
 
 
 try:  # PyTensor 2.38's scalar ops (3.0 builds xlogx and xlogy0 from switch and log)
