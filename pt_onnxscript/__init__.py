@@ -1,11 +1,16 @@
 """Export PyTensor graphs to ONNX, and run them on ONNX Runtime as mode "ONNX"."""
 
-from pytensor.compile.mode import predefined_linkers, predefined_modes, register_linker, register_mode
+from pytensor.compile.mode import (
+    predefined_linkers,
+    predefined_modes,
+    register_linker,
+    register_mode,
+)
 
 from pt_onnxscript import ops, rewrites  # noqa: F401  (registers translations and rewrites)
 from pt_onnxscript.export import ONNXFunction, TensorSpec, export_onnx, onnx_export
 from pt_onnxscript.linker import ONNXLinker, newest_opset, onnx_mode
-from pt_onnxscript.registry import register, register_blockwise, register_scalar
+from pt_onnxscript.registry import register, register_blockwise, register_function, register_scalar
 from pt_onnxscript.translate import (
     DEFAULT_OPSET,
     TranslationError,
@@ -32,5 +37,6 @@ __all__ = [
     "onnx_mode",
     "register",
     "register_blockwise",
+    "register_function",
     "register_scalar",
 ]

@@ -16,13 +16,15 @@ Translation = Callable[..., object]
 _translations: dict[type, Translation] = {}
 _scalar_translations: dict[type, Translation] = {}
 _blockwise_translations: dict[type, Translation] = {}
+_function_translations: dict[str, Translation] = {}
 
 
 def _registrar(table: dict[type, Translation], op_classes: tuple[type, ...]):
     def decorator(translation: Translation) -> Translation:
         for cls in op_classes:
             if cls in table:
-                raise ValueError(f"{cls.__name__} already has a translation: {table[cls]}")
+                name = getattr(cls, "__name__", cls)
+                raise ValueError(f"{name} already has a translation: {table[cls]}")
             table[cls] = translation
         return translation
 
@@ -37,6 +39,15 @@ def register(*op_classes: type[Op]):
 def register_scalar(*scalar_op_classes: type[ScalarOp]):
     """Register a translation for scalar Op classes (used by Elemwise and Composite)."""
     return _registrar(_scalar_translations, scalar_op_classes)
+
+
+def register_function(*names: str):
+    """Register a translation for the scalar ops, of any library, that declare through their
+    ``nfunc_spec`` that they compute function ``names`` (e.g. ``"scipy.special.i0e"``).
+
+    Ops registered by class come first.
+    """
+    return _registrar(_function_translations, names)
 
 
 def register_blockwise(*core_op_classes: type[Op]):
@@ -60,7 +71,11 @@ def translation_for(op: Op) -> Translation | None:
 
 
 def scalar_translation_for(scalar_op: ScalarOp) -> Translation | None:
-    return _lookup(_scalar_translations, scalar_op)
+    translation = _lookup(_scalar_translations, scalar_op)
+    spec = getattr(scalar_op, "nfunc_spec", None)
+    if translation is None and spec:
+        translation = _function_translations.get(spec[0])
+    return translation
 
 
 def blockwise_translation_for(core_op: Op) -> Translation | None:

@@ -95,6 +95,16 @@ def survival():
     return model
 
 
+def circular_and_rice():
+    with pm.Model() as model:
+        mu = pm.VonMises("mu", mu=0, kappa=1)
+        kappa = pm.Gamma("kappa", 2, 1)
+        pm.VonMises("angle", mu=mu, kappa=kappa, observed=rng.vonmises(0.5, 2, size=10))
+        nu = pm.HalfNormal("nu", 2)
+        pm.Rice("r", nu=nu, sigma=1, observed=rng.rayleigh(1.5, size=10))
+    return model
+
+
 MODELS = [
     glm,
     hierarchical,
@@ -104,6 +114,7 @@ MODELS = [
     ordinal_with_potential,
     gaussian_process,
     survival,
+    circular_and_rice,
 ]
 
 # PyTensor's gammainc/gammaincc gradients are series that stop once a term drops below 1e-10
