@@ -95,6 +95,20 @@ def survival():
     return model
 
 
+def bounded_outcomes():
+    with pm.Model() as model:
+        a = pm.Gamma("a", 2, 1)
+        b = pm.Gamma("b", 2, 1)
+        shares = np.clip(rng.beta(2, 3, size=12), 0.1, 0.9)
+        pm.Censored("share", pm.Beta.dist(a, b), lower=0.1, upper=0.9, observed=shares)
+        theta = pm.Beta("theta", 2, 2)
+        pm.Censored("k", pm.Binomial.dist(n=10, p=theta), lower=None, upper=7, observed=[3, 7, 5, 7, 2])
+        nu = pm.Gamma("nu", 3, 1)
+        t = np.clip(rng.standard_t(4, size=10), -2, 2)
+        pm.Censored("t", pm.StudentT.dist(nu=nu, mu=0, sigma=1), lower=-2, upper=2, observed=t)
+    return model
+
+
 def circular_and_rice():
     with pm.Model() as model:
         mu = pm.VonMises("mu", mu=0, kappa=1)
@@ -114,6 +128,7 @@ MODELS = [
     ordinal_with_potential,
     gaussian_process,
     survival,
+    bounded_outcomes,
     circular_and_rice,
 ]
 

@@ -13,6 +13,7 @@ from pt_onnxscript.ops import (  # noqa: F401
     raise_op,
     scalar,
     scalar_bessel,
+    scalar_betainc,
     scalar_gammainc,
     scalar_loop,
     scalar_math,
