@@ -46,21 +46,28 @@ FUNCTIONS = [
     ("arcsinh", pt.arcsinh, np.arcsinh, (-1e6, 1e6)),
     ("arccosh", pt.arccosh, np.arccosh, (1, 1e6)),
     ("arctanh", pt.arctanh, np.arctanh, (-1, 1)),
+    ("i0", pt.i0, sp.i0, (-700, 700)),
+    ("i0e", lambda x: pt.ive(0, x), sp.i0e, (-1e4, 1e4)),
+    ("i1", pt.i1, sp.i1, (-700, 700)),
+    ("i1e", lambda x: pt.ive(1, x), sp.i1e, (-1e4, 1e4)),
+    ("ive(2, x)", lambda x: pt.ive(2, x), lambda x: sp.ive(2, x), (-1e4, 1e4)),
 ]
 
 
-# Two-argument functions: (name, op, reference, a's domain, x's domain), both sampled
-# log-uniformly.
-BINARY_FUNCTIONS = [
-    ("gammainc", pt.gammainc, sp.gammainc, (1e-2, 1e2), (1e-2, 1e2)),
-    ("gammainc", pt.gammainc, sp.gammainc, (1e-2, 1e4), (1e-2, 1e4)),
-    ("gammaincc", pt.gammaincc, sp.gammaincc, (1e-2, 1e2), (1e-2, 1e2)),
-    ("gammaincc", pt.gammaincc, sp.gammaincc, (1e-2, 1e4), (1e-2, 1e4)),
+# Functions of several arguments: (name, op, reference, one (low, high, log-uniform?) per
+# argument).
+SEVERAL_ARGUMENTS = [
+    ("gammainc", pt.gammainc, sp.gammainc, [(1e-2, 1e2, True), (1e-2, 1e2, True)]),
+    ("gammainc", pt.gammainc, sp.gammainc, [(1e-2, 1e4, True), (1e-2, 1e4, True)]),
+    ("gammaincc", pt.gammaincc, sp.gammaincc, [(1e-2, 1e2, True), (1e-2, 1e2, True)]),
+    ("gammaincc", pt.gammaincc, sp.gammaincc, [(1e-2, 1e4, True), (1e-2, 1e4, True)]),
+    ("betainc", pt.betainc, sp.betainc, [(1e-2, 1e2, True), (1e-2, 1e2, True), (0, 1, False)]),
+    ("betainc", pt.betainc, sp.betainc, [(1, 1e3, True), (1, 1e3, True), (0, 1, False)]),
 ]
 
 
-def log_uniform(low, high, n=20000):
-    return np.exp(rng.uniform(np.log(low), np.log(high), n))
+def draw(low, high, log, n=20000):
+    return np.exp(rng.uniform(np.log(low), np.log(high), n)) if log else rng.uniform(low, high, n)
 
 
 def max_relative_error(got, expected, dtype):
@@ -70,26 +77,27 @@ def max_relative_error(got, expected, dtype):
     return float(np.nanmax(np.where(same, 0.0, err)))
 
 
-def errors(op, reference, samples):
+def errors(op, reference, samples, name=""):
     for dtype in ("float64", "float32"):
         args = [pt.vector(dtype=dtype) for _ in samples]
         fn = pytensor.function(args, op(*args), mode="ONNX")
         values = [s.astype(dtype) for s in samples]
         with np.errstate(all="ignore"):
             expected = reference(*(v.astype("float64") for v in values)).astype(dtype)
-        yield max_relative_error(fn(*values), expected.astype("float64"), dtype)
+        # Below 1e-200 SciPy's betainc loses digits, then flushes to 0 (tests/test_scalar_betainc.py).
+        trusted = np.abs(expected) > (1e-200 if name == "betainc" else -1)
+        yield max_relative_error(fn(*values)[trusted], expected.astype("float64")[trusted], dtype)
 
 
 def main():
-    print(f"{'function':10} {'domain':>28} {'float64':>10} {'float32':>10}")
+    print(f"{'function':10} {'domain':>34} {'float64':>10} {'float32':>10}")
     for name, op, reference, (low, high) in FUNCTIONS:
         e64, e32 = errors(op, reference, [sample(low, high)])
-        print(f"{name:10} {f'[{low:g}, {high:g}]':>28} {e64:>10.1e} {e32:>10.1e}")
-    for name, op, reference, (a_low, a_high), (x_low, x_high) in BINARY_FUNCTIONS:
-        samples = [log_uniform(a_low, a_high), log_uniform(x_low, x_high)]
-        e64, e32 = errors(op, reference, samples)
-        domain = f"a [{a_low:g}, {a_high:g}] x [{x_low:g}, {x_high:g}]"
-        print(f"{name:10} {domain:>28} {e64:>10.1e} {e32:>10.1e}")
+        print(f"{name:10} {f'[{low:g}, {high:g}]':>34} {e64:>10.1e} {e32:>10.1e}")
+    for name, op, reference, domains in SEVERAL_ARGUMENTS:
+        e64, e32 = errors(op, reference, [draw(*domain) for domain in domains], name)
+        domain = " ".join(f"[{low:g}, {high:g}]" for low, high, _ in domains)
+        print(f"{name:10} {domain:>34} {e64:>10.1e} {e32:>10.1e}")
 
 
 if __name__ == "__main__":
