@@ -51,7 +51,8 @@ def _power_terms(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], y: DOUBLE[...])
 
 @script()
 def _power_series(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
-    """Cephes' pseries: I_x(a, b) for b x <= 1 and x <= 0.95."""
+    """I_x(a, b) for b x <= 1 and x <= 0.95: Cephes' pseries sum times x^a / B(a, b), the
+    Lanczos power terms over (1 - x)^b."""
     one = op18.CastLike(1.0, a)
     ai = one / a
     u = (one - b) * x
