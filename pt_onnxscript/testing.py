@@ -38,6 +38,16 @@ def assert_same(actual, expected, *, rtol=None, atol=None, what="output"):
         np.testing.assert_array_equal(actual, expected, err_msg=what)
 
 
+def relative_error(got, expected):
+    """Elementwise |got - expected| / |expected| (below the smallest normal float64, the absolute
+    error over it); 0 where both are equal, infinities and NaNs included."""
+    got, expected = np.asarray(got, dtype="float64"), np.asarray(expected, dtype="float64")
+    same = (got == expected) | (np.isnan(got) & np.isnan(expected))
+    with np.errstate(invalid="ignore"):
+        err = np.abs(got - expected) / np.maximum(np.abs(expected), np.finfo(float).tiny)
+    return np.where(same, 0.0, err)
+
+
 def compare_onnx_and_py(
     graph_inputs: Sequence,
     graph_outputs,

@@ -9,7 +9,7 @@ import scipy.special as sp
 
 from pt_onnxscript import TranslationError
 from pt_onnxscript.ops.scalar_bessel import i0, i0e, i1, i1e, i2, i2e
-from pt_onnxscript.testing import compare_onnx_and_py
+from pt_onnxscript.testing import compare_onnx_and_py, relative_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -24,12 +24,6 @@ POINTS = np.concatenate([
 def compiled(function):
     session = ort.InferenceSession(function.to_model_proto().SerializeToString())
     return lambda x: session.run(None, {session.get_inputs()[0].name: x})[0]
-
-
-def relative_error(got, expected):
-    same = (got == expected) | (np.isnan(got) & np.isnan(expected))
-    err = np.abs(got - expected) / np.maximum(np.abs(expected), np.finfo(float).tiny)
-    return np.where(same, 0.0, err)
 
 
 @pytest.mark.parametrize(

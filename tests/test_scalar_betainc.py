@@ -5,7 +5,7 @@ import pytensor.tensor as pt
 import pytest
 import scipy.special as sp
 
-from pt_onnxscript.testing import compare_onnx_and_py
+from pt_onnxscript.testing import compare_onnx_and_py, relative_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -16,12 +16,6 @@ BETAINC = pytensor.function([a_, b_, x_], pt.betainc(a_, b_, x_), mode="ONNX")
 
 def log_uniform(low, high, n):
     return np.exp(rng.uniform(np.log(low), np.log(high), n))
-
-
-def relative_error(got, expected):
-    same = (got == expected) | (np.isnan(got) & np.isnan(expected))
-    err = np.abs(got - expected) / np.maximum(np.abs(expected), np.finfo(float).tiny)
-    return np.where(same, 0.0, err)
 
 
 @pytest.mark.parametrize(

@@ -15,16 +15,10 @@ from pt_onnxscript.ops.scalar_special import (
     psi,
     trigamma,
 )
-from pt_onnxscript.testing import compare_onnx_and_py
+from pt_onnxscript.testing import compare_onnx_and_py, relative_error
 
 rng = np.random.default_rng(7)
 EDGES = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 2.0, -1.0, -2.5, 1e-300, 1e300, 13.0, 12.999])
-
-
-def relative_error(got, expected):
-    same = (got == expected) | (np.isnan(got) & np.isnan(expected))
-    err = np.abs(got - expected) / np.maximum(np.abs(expected), np.finfo(float).tiny)
-    return np.where(same, 0.0, err)
 
 
 SWEEPS = {
