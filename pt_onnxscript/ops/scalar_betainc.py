@@ -143,15 +143,17 @@ def _continued_fraction(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], second: 
 def _incbet(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], xc: DOUBLE[...]) -> DOUBLE[...]:
     """Cephes' incbet for 0 < x < 1 below the mean (or in the power series' domain); xc = 1 - x
     as the caller rounded it."""
+    zero = op18.CastLike(0.0, a)
     one = op18.CastLike(1.0, a)
     two = op18.CastLike(2.0, a)
     series = op18.And(b * x <= one, x <= op18.CastLike(0.95, a))
     y = x * (a + b - two) - (a - one)
-    second = op18.Not(y < op18.CastLike(0.0, a))
-    cf = _continued_fraction(a, b, x, op18.And(second, op18.Not(series)))
+    second = op18.Not(y < zero)
+    # The elements the series serves enter both loops at x = 0, where each stops at once.
+    cf = _continued_fraction(a, b, op18.Where(series, zero, x), op18.And(second, op18.Not(series)))
     w = op18.Where(second, cf / xc, cf)
     fraction = _power_terms(a, b, x, xc) / a * w
-    return op18.Where(series, _power_series(a, b, op18.Where(series, x, op18.CastLike(0.0, a))), fraction)
+    return op18.Where(series, _power_series(a, b, op18.Where(series, x, zero)), fraction)
 
 
 @script()
