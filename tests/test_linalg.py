@@ -98,3 +98,134 @@ def test_random_sizes(n, seed):
     b = pt.vector("b")
     outs = [pt.linalg.cholesky(a), pt.linalg.solve(a, b), *pt.linalg.slogdet(a)]
     compare_onnx_and_py([a, b], outs, [spd(rng, n), rng.normal(size=n)], rtol=1e-10, atol=1e-12)
+
+
+def _garbage_triangle(rng, a, keep_lower):
+    """`a` with its other strict triangle replaced by junk, NaN and inf included."""
+    junk = rng.normal(size=a.shape) * 100
+    junk.flat[:: a.shape[-1] + 2] = np.nan
+    if a.shape[-1] > 2:
+        junk[..., 0, -1] = np.inf
+        junk[..., -1, 0] = -np.inf
+    other = np.triu(np.ones(a.shape[-2:], bool), 1)
+    if not keep_lower:
+        other = other.T
+    return np.where(other, junk, a).astype(a.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_cholesky_reads_only_its_triangle(dtype, lower, n, rng):
+    import scipy.linalg
+
+    a = pt.matrix("a", dtype=dtype)
+    value = _garbage_triangle(rng, spd(rng, n).astype(dtype), keep_lower=lower)
+    fn, result = compare_onnx_and_py([a], pt.linalg.cholesky(a, lower=lower), [value], rtol=RTOL[dtype], atol=RTOL[dtype])
+    if n:
+        expected = scipy.linalg.cholesky(value, lower=lower, check_finite=False)
+        np.testing.assert_allclose(result, expected, rtol=RTOL[dtype], atol=RTOL[dtype])
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("b_ndim", [1, 2])
+def test_cho_solve_with_either_factor(lower, b_ndim, rng):
+    import scipy.linalg
+
+    c = pt.matrix("c")
+    b = pt.tensor("b", shape=(None,) * b_ndim)
+    value = spd(rng, 5)
+    factor = _garbage_triangle(rng, scipy.linalg.cholesky(value, lower=lower), keep_lower=lower)
+    rhs = rng.normal(size=(5, 2)[:b_ndim])
+    _, result = compare_onnx_and_py([c, b], cho_solve((c, lower), b), [factor, rhs], rtol=1e-10)
+    expected = scipy.linalg.cho_solve((factor, lower), rhs, check_finite=False)
+    np.testing.assert_allclose(result, expected, rtol=1e-10)
+    np.testing.assert_allclose(value @ result, rhs, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("assume_a", ["sym", "her", "pos"])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_solve_reads_only_the_triangle_scipy_reads(assume_a, lower, dtype, rng):
+    import scipy.linalg
+
+    a = pt.matrix("a", dtype=dtype)
+    b = pt.vector("b", dtype=dtype)
+    sym = spd(rng, 4) if assume_a == "pos" else rng.normal(size=(4, 4))
+    sym = np.tril(sym) + np.tril(sym, -1).T
+    value = _garbage_triangle(rng, sym.astype(dtype), keep_lower=lower)
+    rhs = rng.normal(size=4).astype(dtype)
+    out = pt.linalg.solve(a, b, assume_a=assume_a, lower=lower)
+    _, result = compare_onnx_and_py([a, b], out, [value, rhs], rtol=RTOL[dtype], atol=RTOL[dtype])
+    expected = scipy.linalg.solve(value, rhs, assume_a=assume_a, lower=lower, check_finite=False)
+    np.testing.assert_allclose(result, expected, rtol=RTOL[dtype] * 10, atol=RTOL[dtype])
+
+
+def test_solve_tridiagonal_reads_only_the_band(rng):
+    import scipy.linalg
+
+    a = pt.matrix("a")
+    b = pt.vector("b")
+    value = rng.normal(size=(5, 5)) + 5 * np.eye(5)
+    rhs = rng.normal(size=5)
+    fn = pytensor.function([a, b], pt.linalg.solve(a, b, assume_a="tridiagonal"), mode="ONNX")
+    band = np.triu(np.tril(value, 1), -1)
+    np.testing.assert_allclose(fn(value, rhs), scipy.linalg.solve(band, rhs), rtol=1e-12)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("unit_diagonal", [True, False])
+@pytest.mark.parametrize("trans", [0, 1])
+@pytest.mark.parametrize("b_shape", [(4,), (4, 3), (4, 0)])
+def test_solve_triangular_reads_only_its_triangle(lower, unit_diagonal, trans, b_shape, rng):
+    import scipy.linalg
+
+    a = pt.matrix("a")
+    b = pt.tensor("b", shape=(None,) * len(b_shape))
+    value = rng.normal(size=(4, 4)) + 4 * np.eye(4)
+    value = _garbage_triangle(rng, value, keep_lower=lower)
+    if unit_diagonal:
+        value[np.diag_indices(4)] = np.nan
+    rhs = rng.normal(size=b_shape)
+    out = solve_triangular(a, b, lower=lower, unit_diagonal=unit_diagonal, trans=trans)
+    _, result = compare_onnx_and_py([a, b], out, [value, rhs], rtol=1e-10, atol=1e-12)
+    expected = scipy.linalg.solve_triangular(
+        value, rhs, lower=lower, unit_diagonal=unit_diagonal, trans=trans, check_finite=False
+    )
+    np.testing.assert_allclose(result, expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_det_and_slogdet_of_singular_matrices_like_numpy(dtype):
+    a = pt.matrix("a", dtype=dtype)
+    fn = pytensor.function([a], [pt.linalg.det(a), *pt.linalg.slogdet(a)], mode="ONNX")
+    for value in [
+        np.array([[0.0, 1.0], [0.0, 2.0]]),  # an all-zero pivot column
+        np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]]),
+        np.zeros((3, 3)),
+        np.zeros((1, 1)),
+        np.array([[1.0, 2.0], [0.0, 0.0]]),
+    ]:
+        value = value.astype(dtype)
+        det, sign, logabs = fn(value)
+        e_sign, e_logabs = np.linalg.slogdet(value)
+        np.testing.assert_allclose(det, np.linalg.det(value), atol=1e-6)
+        assert sign == e_sign and logabs == e_logabs, (value, sign, logabs)
+        assert det.dtype == value.dtype
+
+
+def test_blockwise_linalg_with_batch_broadcasting(rng):
+    import scipy.linalg
+
+    a = pt.tensor3("a")
+    b = pt.tensor("b", shape=(1, None, None))
+    values = [np.stack([spd(rng, 3), np.tril(spd(rng, 3))]), rng.normal(size=(1, 3, 2))]
+    outs = [
+        pt.linalg.cholesky(a, lower=False),
+        solve_triangular(a, b, lower=False),
+        pt.linalg.solve(a, b, assume_a="pos", lower=True, b_ndim=2),
+        cho_solve((pt.linalg.cholesky(a, lower=False), False), b),
+    ]
+    _, results = compare_onnx_and_py([a, b], outs, values, rtol=1e-10, atol=1e-12)
+    for i in range(2):
+        np.testing.assert_allclose(results[0][i], scipy.linalg.cholesky(values[0][i], lower=False), rtol=1e-10)

@@ -76,9 +76,24 @@ def _nan_where(op, failed, value, dtype):
     return op.Where(op.Unsqueeze(failed, _int(op, [-1, -2])), constant(op, np.nan, dtype), value)
 
 
-def cholesky(op, a, dtype: str, lower: bool, rank: int):
-    """Left-looking Cholesky: column j is (a[:, j] - L L[j]^T) / sqrt(its j-th entry);
+def _triangle(op, a, lower: bool, k: int = 0):
+    """The lower (or upper) triangle of the matrices `a`, from diagonal `k` on; the other
+    entries are zeros whatever they held (NaN and inf included), as LAPACK never reads them."""
+    return op.Trilu(a, _int(op, k), upper=0 if lower else 1)
+
+
+def symmetric(op, a, lower: bool, rank: int):
+    """The symmetric matrices LAPACK's symmetric routines see: the `lower` (or upper) triangle
+    of `a`, mirrored."""
+    strict = _triangle(op, a, lower, -1 if lower else 1)
+    return op.Add(_triangle(op, a, lower), _swap_last(op, strict, rank))
+
+
+def lower_factor(op, a, dtype: str, lower: bool, rank: int):
+    """Left-looking Cholesky of the symmetric matrices whose `lower` (or upper) triangle `a`
+    holds: the lower factor L, column j being (a[:, j] - L L[j]^T) / sqrt(its j-th entry);
     NaN for a matrix that is not positive definite, as LAPACK's potrf reports it."""
+    a = _triangle(op, a, True) if lower else _swap_last(op, _triangle(op, a, False), rank)
     n = _size(op, a)
     index = _positions(op, n)
     zero = constant(op, 0, dtype)
@@ -95,17 +110,19 @@ def cholesky(op, a, dtype: str, lower: bool, rank: int):
         return [factor, op.And(ok, op.Greater(d, zero))]
 
     batch_ok = op.Expand(constant(op, True, "bool"), op.Shape(a, start=0, end=-2))
-    factor, ok = _loop(op, n, [op.Mul(a, zero), batch_ok], step, "cholesky")
-    factor = _nan_where(op, op.Not(ok), factor, dtype)
-    return factor if lower else _swap_last(op, factor, rank)
+    factor, ok = _loop(op, n, [op.Expand(zero, op.Shape(a)), batch_ok], step, "cholesky")
+    return _nan_where(op, op.Not(ok), factor, dtype)
 
 
-def solve_triangular(op, a, b, dtype: str, lower: bool, unit_diagonal: bool):
-    """Substitution, one row of x per step (top down for lower, bottom up for upper);
-    NaN if a diagonal entry is zero, as LAPACK's trtrs reports."""
+def solve_triangular(op, a, b, dtype: str, lower: bool, unit_diagonal: bool, nan_if_singular=True):
+    """Substitution, one row of x per step (top down for lower, bottom up for upper), reading
+    only the `lower` (or upper) triangle of `a` and, unless `unit_diagonal`, its diagonal;
+    NaN if a diagonal entry is zero and `nan_if_singular`, as LAPACK's trtrs reports."""
     n = _size(op, a)
     index = _positions(op, n)
     last = op.Sub(n, _int(op, 1))
+    diagonal = _diagonal(op, a, index)
+    a = _triangle(op, a, lower, (-1 if lower else 1) if unit_diagonal else 0)
 
     def step(op, t, x):
         i = t if lower else op.Sub(last, t)
@@ -114,14 +131,14 @@ def solve_triangular(op, a, b, dtype: str, lower: bool, unit_diagonal: bool):
         value = op.Sub(op.Gather(b, i, axis=-2), done)
         if not unit_diagonal:
             value = op.Div(value, op.Unsqueeze(op.Gather(row, i, axis=-1), _int(op, [-1])))
-        one_hot = op.Unsqueeze(op.Cast(op.Equal(index, i), to=onnx_dtype(dtype)), _int(op, [-1]))
-        return [op.Add(x, op.Mul(one_hot, op.Unsqueeze(value, _int(op, [-2]))))]
+        at_i = op.Unsqueeze(op.Equal(index, i), _int(op, [-1]))
+        return [op.Where(at_i, op.Unsqueeze(value, _int(op, [-2])), x)]
 
-    (x,) = _loop(op, n, [op.Mul(b, constant(op, 0, dtype))], step, "substitution")
-    if unit_diagonal:
+    (x,) = _loop(op, n, [op.Expand(constant(op, 0, dtype), op.Shape(b))], step, "substitution")
+    if unit_diagonal or not nan_if_singular:
         return x
-    diagonal = op.ReduceMin(op.Abs(_diagonal(op, a, index)), _int(op, [-1]), keepdims=0)
-    return _nan_where(op, op.Equal(diagonal, constant(op, 0, dtype)), x, dtype)
+    smallest = op.ReduceMin(op.Abs(diagonal), _int(op, [-1]), keepdims=0)
+    return _nan_where(op, op.Equal(smallest, constant(op, 0, dtype)), x, dtype)
 
 
 def _diagonal(op, a, index):
@@ -153,7 +170,9 @@ def lu_eliminate(op, a, b, dtype: str):
         swaps = op.Add(swaps, op.Cast(op.Squeeze(op.Not(op.Equal(p, k)), _int(op, [-1])), to=ir.DataType.INT64))
         row = op.Gather(m, k, axis=-2)
         pivot = op.Gather(row, k, axis=-1)
-        factors = op.Div(op.Gather(m, k, axis=-1), op.Unsqueeze(pivot, _int(op, [-1])))
+        # A zero pivot means a zero column below it: like getrf, skip the elimination.
+        safe = op.Where(op.Equal(pivot, zero), constant(op, 1, dtype), pivot)
+        factors = op.Div(op.Gather(m, k, axis=-1), op.Unsqueeze(safe, _int(op, [-1])))
         factors = op.Where(op.Greater(index, k), factors, zero)
         m = op.Sub(m, op.Mul(op.Unsqueeze(factors, _int(op, [-1])), op.Unsqueeze(row, _int(op, [-2]))))
         pivots = op.Add(pivots, op.Mul(op.Cast(op.Equal(index, k), to=onnx_dtype(dtype)), op.Unsqueeze(pivot, _int(op, [-1]))))
@@ -188,10 +207,13 @@ def _singular(op, pivots, dtype):
 
 @register(Cholesky)
 @register_blockwise(Cholesky)
-def cholesky_(op, node, a):
-    """Cholesky -> the column Loop; NaN for a matrix that is not positive definite."""
+def cholesky(op, node, a):
+    """Cholesky -> the column Loop on the triangle LAPACK reads (`lower`, else upper); NaN for
+    a matrix that is not positive definite."""
     dtype = node.outputs[0].type.dtype
-    return cholesky(op, _as(op, node.inputs[0], a, dtype), dtype, _core(node).lower, node.inputs[0].type.ndim)
+    rank, lower = node.inputs[0].type.ndim, _core(node).lower
+    factor = lower_factor(op, _as(op, node.inputs[0], a, dtype), dtype, lower, rank)
+    return factor if lower else _swap_last(op, factor, rank)
 
 
 @register(SolveTriangular)
@@ -199,44 +221,53 @@ def cholesky_(op, node, a):
 def solve_triangular_(op, node, a, b):
     """SolveTriangular -> substitution, one row per step."""
     dtype = node.outputs[0].type.dtype
+    core = _core(node)
     a, b = _as(op, node.inputs[0], a, dtype), _as(op, node.inputs[1], b, dtype)
-    lower = _core(node).lower
-    if getattr(node.op, "trans", 0) in (1, "T"):
-        a, lower = _swap_last(op, a, node.inputs[0].type.ndim), not lower
-    x = solve_triangular(op, a, _matrix(op, b, _core(node).b_ndim), dtype, lower, _core(node).unit_diagonal)
-    return _unmatrix(op, x, _core(node).b_ndim)
+    x = solve_triangular(op, a, _matrix(op, b, core.b_ndim), dtype, core.lower, core.unit_diagonal)
+    return _unmatrix(op, x, core.b_ndim)
 
 
 @register(CholeskySolve)
 @register_blockwise(CholeskySolve)
 def cholesky_solve(op, node, c, b):
-    """CholeskySolve -> two substitutions with the factor and its transpose."""
+    """CholeskySolve -> two substitutions: L y = b then L^T x = y for a lower factor L
+    (A = L L^T), U^T y = b then U x = y for an upper factor U (A = U^T U). Like LAPACK's potrs,
+    a zero on the diagonal gives infinities or NaN, not a NaN-filled result."""
     dtype = node.outputs[0].type.dtype
+    core = _core(node)
+    rank = node.inputs[0].type.ndim
     c, b = _as(op, node.inputs[0], c, dtype), _as(op, node.inputs[1], b, dtype)
-    lower = _core(node).lower
-    y = solve_triangular(op, c, _matrix(op, b, _core(node).b_ndim), dtype, lower, False)
-    x = solve_triangular(op, _swap_last(op, c, node.inputs[0].type.ndim), y, dtype, not lower, False)
-    return _unmatrix(op, x, _core(node).b_ndim)
+    lower = _triangle(op, c, True) if core.lower else _swap_last(op, _triangle(op, c, False), rank)
+    y = solve_triangular(op, lower, _matrix(op, b, core.b_ndim), dtype, True, False, nan_if_singular=False)
+    x = solve_triangular(op, _swap_last(op, lower, rank), y, dtype, False, False, nan_if_singular=False)
+    return _unmatrix(op, x, core.b_ndim)
 
 
 @register(Solve)
 @register_blockwise(Solve)
 def solve(op, node, a, b):
-    """Solve -> Cholesky and two substitutions (assume_a="pos"), else LU with partial pivoting
-    and back substitution; NaN for a singular (or, for "pos", not positive definite) system."""
+    """Solve -> for assume_a="pos", Cholesky of the triangle SciPy reads and two substitutions;
+    otherwise LU with partial pivoting and back substitution, of the symmetric matrix the
+    triangle defines ("sym", "her"), of the band ("tridiagonal") or of `a`; NaN for a singular
+    (or, for "pos", not positive definite) system."""
     dtype = node.outputs[0].type.dtype
+    core = _core(node)
+    rank = node.inputs[0].type.ndim
     a, b = _as(op, node.inputs[0], a, dtype), _as(op, node.inputs[1], b, dtype)
-    b = _matrix(op, b, _core(node).b_ndim)
-    if _core(node).assume_a == "pos":
-        rank = node.inputs[0].type.ndim
-        factor = cholesky(op, a, dtype, True, rank)
+    b = _matrix(op, b, core.b_ndim)
+    if core.assume_a == "pos":
+        factor = lower_factor(op, a, dtype, core.lower, rank)
         y = solve_triangular(op, factor, b, dtype, True, False)
         x = solve_triangular(op, _swap_last(op, factor, rank), y, dtype, False, False)
-    else:
-        upper, c, pivots, _ = lu_eliminate(op, a, b, dtype)
-        x = solve_triangular(op, upper, c, dtype, False, False)
-        x = _nan_where(op, _singular(op, pivots, dtype), x, dtype)
-    return _unmatrix(op, x, _core(node).b_ndim)
+        return _unmatrix(op, x, core.b_ndim)
+    if core.assume_a in ("sym", "her"):
+        a = symmetric(op, a, core.lower, rank)
+    elif core.assume_a == "tridiagonal":
+        a = _triangle(op, _triangle(op, a, True, 1), False, -1)
+    upper, c, pivots, _ = lu_eliminate(op, a, b, dtype)
+    x = solve_triangular(op, upper, c, dtype, False, False)
+    x = _nan_where(op, _singular(op, pivots, dtype), x, dtype)
+    return _unmatrix(op, x, core.b_ndim)
 
 
 def _raise_if(op, failed, value):
