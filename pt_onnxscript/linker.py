@@ -1,5 +1,7 @@
 """ONNXLinker and the "ONNX" mode: PyTensor functions run on ONNX Runtime."""
 
+import re
+from contextlib import contextmanager
 from functools import cache
 
 import numpy as np
@@ -8,6 +10,7 @@ from pytensor.compile.mode import Mode
 from pytensor.graph.rewriting.db import RewriteDatabaseQuery
 from pytensor.link.basic import JITLinker
 
+from pt_onnxscript.ops.common import CHECK
 from pt_onnxscript.translate import DEFAULT_OPSET, fgraph_to_model, min_ir_version
 
 
@@ -33,7 +36,9 @@ class ONNXLinker(JITLinker):
 
     def fgraph_convert(self, fgraph, input_storage, storage_map, **kwargs):
         model = fgraph_to_model(fgraph, opset=self.opset)
-        session = inference_session(model, self.providers)
+        checks = model_checks(model)
+        with raising_checks(checks):
+            session = inference_session(model, self.providers)
         input_names = [value.name for value in model.graph.inputs]
         dtypes = [var.type.dtype for var in fgraph.inputs]
 
@@ -42,7 +47,8 @@ class ONNXLinker(JITLinker):
                 name: np.asarray(arg, dtype=dtype)
                 for name, arg, dtype in zip(input_names, args, dtypes, strict=True)
             }
-            return session.run(None, feeds)
+            with raising_checks(checks):
+                return session.run(None, feeds)
 
         run.model = model
         return run
@@ -54,13 +60,36 @@ class ONNXLinker(JITLinker):
         return [storage_map[var] for var in self.fgraph.inputs]
 
 
+def model_checks(model: ir.Model) -> dict[str, tuple[type[Exception], str]]:
+    """The checks kept in `model` (see ``ops.common.failure_guard``), by node name."""
+    return {
+        node.name: node.meta[CHECK]
+        for node in ir.traversal.RecursiveGraphIterator(model.graph)
+        if CHECK in node.meta
+    }
+
+
+@contextmanager
+def raising_checks(checks: dict[str, tuple[type[Exception], str]]):
+    """Turn ONNX Runtime's failure in a check's node into the check's own exception."""
+    try:
+        yield
+    except Exception as err:
+        # The innermost failing node is named last (Loop and If bodies nest their errors).
+        for name in reversed(re.findall(r"Name:'(.*?)' Status Message", str(err), re.DOTALL)):
+            if name in checks:
+                exc_type, message = checks[name]
+                raise exc_type(message) from err
+        raise
+
+
 def inference_session(model: ir.Model, providers=("CPUExecutionProvider",)):
     """An ONNX Runtime session for `model`."""
     import onnxruntime as ort
 
     proto = ir.serde.serialize_model(model)
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # failures are raised, not logged
     return ort.InferenceSession(
         proto.SerializeToString(), sess_options=options, providers=list(providers)
     )

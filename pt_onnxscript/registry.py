@@ -17,6 +17,7 @@ _translations: dict[type, Translation] = {}
 _scalar_translations: dict[type, Translation] = {}
 _blockwise_translations: dict[type, Translation] = {}
 _function_translations: dict[str, Translation] = {}
+_checks: dict[type, Callable] = {}
 
 
 def _registrar(table: dict[type, Translation], op_classes: tuple[type, ...]):
@@ -57,6 +58,20 @@ def register_blockwise(*core_op_classes: type[Op]):
     core op without one runs the core op's own translation in a Loop over the batch.
     """
     return _registrar(_blockwise_translations, core_op_classes)
+
+
+def register_check(*op_classes: type[Op]):
+    """Register a static check of nodes of these Op classes (scalar Op classes included).
+
+    It is called with the node before anything is built and returns None, or a sentence
+    saying why this node cannot be translated; the sentences of the whole graph are reported
+    together with its unsupported Ops in one UnsupportedOpError.
+    """
+    return _registrar(_checks, op_classes)
+
+
+def check_for(op) -> Callable | None:
+    return _lookup(_checks, op)
 
 
 def _lookup(table: dict[type, Translation], op) -> Translation | None:

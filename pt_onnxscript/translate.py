@@ -12,13 +12,14 @@ from onnxscript import GraphBuilder
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
 from pytensor.ifelse import IfElse
-from pytensor.scalar.basic import ScalarType
+from pytensor.scalar.basic import ScalarOp, ScalarType
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.registry import (
     blockwise_translation_for,
+    check_for,
     scalar_translation_for,
     translation_for,
 )
@@ -62,6 +63,7 @@ def _inner_nodes(op) -> list[Apply]:
 
 def _missing(node: Apply, scalar: bool = False) -> list[tuple[str, Apply]]:
     op = node.op
+    scalar = scalar or isinstance(op, ScalarOp)
     if scalar:
         found = scalar_translation_for(op) is not None
         name = f"Elemwise({type(op).__name__})"
@@ -76,6 +78,10 @@ def _missing(node: Apply, scalar: bool = False) -> list[tuple[str, Apply]]:
         name = type(op).__name__
     if not found:
         return [(name, node)]
+    check = check_for(op.core_op if isinstance(op, Blockwise) else op)
+    problem = check(node) if check is not None else None
+    if problem:
+        return [(f"{name}: {problem}", node)]
     return [m for inner in _inner_nodes(op) for m in _missing(inner, scalar)]
 
 
@@ -94,7 +100,7 @@ def check_supported(nodes: Sequence[Apply], scalar: bool = False) -> None:
         for name in counts
     ]
     raise UnsupportedOpError(
-        "The graph has Ops without an ONNX translation:\n"
+        "The graph has Ops without an ONNX translation, or nodes they cannot translate:\n"
         + "\n".join(lines)
         + "\nRewrite the graph to avoid them, or register a translation with "
         "pt_onnxscript.register (see the README)."
@@ -126,6 +132,7 @@ def constant_value(op, var: Constant) -> ir.Value | None:
 
 def translate_node(op, node: Apply, inputs: Sequence[ir.Value | None], scalar: bool = False):
     """Translate one node; returns the list of its output values."""
+    scalar = scalar or isinstance(node.op, ScalarOp)  # a scalar op outside Elemwise, on 0-d
     translation = (scalar_translation_for if scalar else translation_for)(node.op)
     if translation is None:
         check_supported([node], scalar)

@@ -1,14 +1,84 @@
 import numpy as np
+import onnxruntime as ort
+import pytensor
 import pytensor.tensor as pt
-from pytensor.raise_op import Assert
+import pytest
+from pytensor.raise_op import Assert, CheckAndRaise
 
-from pt_onnxscript import export_onnx
+from pt_onnxscript import UnsupportedOpError, export_onnx
 from pt_onnxscript.testing import compare_onnx_and_py
 
 
-def test_assert_is_dropped_with_its_message_kept():
+def test_assert_is_kept_and_raises_with_its_message(tmp_path):
     x = pt.vector("x")
     out = Assert("x must be positive")(x, pt.all(x > 0)) * 2
     compare_onnx_and_py([x], out, [np.array([1.0, 2.0])])
-    model = export_onnx(([x], [out]))
-    assert any("x must be positive" in node.doc_string for node in model.graph.node)
+    fn = pytensor.function([x], out, mode="ONNX")
+    np.testing.assert_array_equal(fn(np.array([1.0, 2.0])), [2.0, 4.0])
+    with pytest.raises(AssertionError, match="x must be positive"):
+        fn(np.array([1.0, -2.0]))
+    # The exported file fails in ONNX Runtime with the message in the failing node's name.
+    export_onnx(([x], [out]), tmp_path / "m.onnx")
+    session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="x must be positive"):
+        session.run(None, {"x": np.array([-1.0])})
+
+
+def test_check_and_raise_keeps_its_exception_type_and_non_bool_conditions():
+    x = pt.vector("x")
+    n = pt.scalar("n", dtype="int64")
+    out = CheckAndRaise(ValueError, "n must be nonzero")(x, n, pt.all(pt.isfinite(x)))
+    fn = pytensor.function([x, n], out, mode="ONNX")
+    np.testing.assert_array_equal(fn(np.array([-0.0, 1.0]), 3), [-0.0, 1.0])
+    assert np.signbit(fn(np.array([-0.0]), 3)[0])
+    with pytest.raises(ValueError, match="n must be nonzero"):
+        fn(np.array([1.0]), 0)
+    with pytest.raises(ValueError, match="n must be nonzero"):
+        fn(np.array([np.inf]), 1)
+
+
+def test_constant_false_assert_fails_at_export():
+    x = pt.vector("x")
+    out = Assert("never true")(x, pt.constant(False))
+    with pytest.raises(AssertionError, match="never true"):
+        export_onnx(([x], [out]))
+    with pytest.raises(AssertionError, match="never true"):
+        pytensor.function([x], out, mode="ONNX")
+
+
+def test_assert_inside_scan_raises():
+    x = pt.vector("x")
+    ys, _ = pytensor.scan(lambda v: Assert("v is small")(v * 2, v < 10), sequences=[x])
+    fn = pytensor.function([x], ys, mode="ONNX")
+    np.testing.assert_array_equal(fn(np.array([1.0, 2.0])), [2.0, 4.0])
+    with pytest.raises(AssertionError, match="v is small"):
+        fn(np.array([1.0, 20.0]))
+
+
+def test_cholesky_on_error_raise():
+    a = pt.matrix("a")
+    with pytest.warns(FutureWarning):
+        out = pt.linalg.cholesky(a, on_error="raise")
+    fn = pytensor.function([a], out, mode="ONNX")
+    np.testing.assert_allclose(fn(np.eye(2) * 4), np.eye(2) * 2)
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        fn(np.array([[1.0, 2.0], [2.0, 1.0]]))
+
+
+def test_unsupported_error_is_importable():
+    assert issubclass(UnsupportedOpError, NotImplementedError)
+
+
+def test_specify_shape_is_checked():
+    x = pt.matrix("x")
+    out = pt.specify_shape(x, (None, 3)) + 1
+    fn = pytensor.function([x], out, mode=pytensor.compile.mode.Mode(linker=pt_mode().linker, optimizer=None))
+    np.testing.assert_array_equal(fn(np.zeros((2, 3))), np.ones((2, 3)))
+    with pytest.raises(AssertionError, match="SpecifyShape"):
+        fn(np.zeros((2, 4)))
+
+
+def pt_mode():
+    from pt_onnxscript import onnx_mode
+
+    return onnx_mode()

@@ -42,6 +42,37 @@ def where(op, cond, a, b, dtype: str):
     return op.Cast(op.Where(cond, op.Cast(a, to=to), op.Cast(b, to=to)), to=back)
 
 
+CHECK = "pt_onnxscript.check"
+
+
+def failure_guard(op, failed, exc_type: type[Exception], message: str):
+    """A value that makes ONNX Runtime fail when any of `failed` (a bool tensor, or a list of
+    them) is true: an empty shape
+    vector to Expand values by (``op.Expand(value, guard)`` leaves them unchanged, -0.0 and
+    NaN included), gathered from one empty row at index 1 when the check fails.
+
+    ONNX has no operator that raises; ONNX Runtime refuses the out-of-range Gather, and its
+    error repeats the Gather's name, which holds `message`. Mode "ONNX" raises
+    ``exc_type(message)``.
+    """
+    flags = []
+    for value in failed if isinstance(failed, list | tuple) else [failed]:
+        if value.shape is None or len(value.shape) != 0:
+            value = op.ReduceMax(op.Cast(value, to=ir.DataType.UINT8), keepdims=0)
+        flags.append(op.Cast(value, to=ir.DataType.INT64))
+    index = flags[0] if len(flags) == 1 else op.Max(*flags)
+    rows = constant(op, np.zeros((1, 0)), "int64")
+    name = f"{op.builder._qualify_node_name('check')}: {message}"
+    guard = op.Gather(rows, index, axis=0, _name=name)
+    guard.producer().meta[CHECK] = (exc_type, message)
+    return guard
+
+
+def raise_if(op, failed, value, exc_type: type[Exception], message: str):
+    """`value`, made to raise ``exc_type(message)`` when any of `failed` is true."""
+    return op.Expand(value, failure_guard(op, failed, exc_type, message))
+
+
 def inline(op, function, *args):
     """Inline scripted `function`; the scripted functions it calls are inlined with the model."""
     _register_callees(op.builder.functions, function)

@@ -11,7 +11,7 @@ an ONNX Runtime error where it raises (inverting a singular matrix).
 import numpy as np
 import onnx_ir as ir
 
-from pt_onnxscript.ops.common import constant, subgraph_tag
+from pt_onnxscript.ops.common import constant, raise_if, subgraph_tag
 from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
 
@@ -270,13 +270,6 @@ def solve(op, node, a, b):
     return _unmatrix(op, x, core.b_ndim)
 
 
-def _raise_if(op, failed, value):
-    """`value`, made to raise in ONNX Runtime (an out-of-range Gather) where `failed`."""
-    count = op.ReduceSum(op.Cast(failed, to=ir.DataType.INT64), keepdims=0)
-    guard = op.Gather(_int(op, [0]), op.Reshape(op.Min(count, _int(op, 1)), _int(op, [1])), axis=0)
-    return op.Add(value, op.CastLike(op.Reshape(guard, _int(op, [])), value))
-
-
 @register(MatrixInverse)
 @register_blockwise(MatrixInverse)
 def matrix_inverse(op, node, a):
@@ -289,7 +282,7 @@ def matrix_inverse(op, node, a):
     identity = op.Expand(identity, op.Shape(a))
     upper, c, pivots, _ = lu_eliminate(op, a, identity, dtype)
     inverse = solve_triangular(op, upper, c, dtype, False, False)
-    return _raise_if(op, _singular(op, pivots, dtype), inverse)
+    return raise_if(op, _singular(op, pivots, dtype), inverse, np.linalg.LinAlgError, "Singular matrix")
 
 
 @register(Det)

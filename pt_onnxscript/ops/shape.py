@@ -1,8 +1,10 @@
 """Shape, Shape_i, Reshape, SpecifyShape."""
 
 import onnx_ir as ir
+from pytensor.tensor.type_other import NoneTypeT
 from pytensor.tensor.shape import Reshape, Shape, Shape_i, SpecifyShape
 
+from pt_onnxscript.ops.common import constant, raise_if
 from pt_onnxscript.registry import register
 
 
@@ -27,5 +29,14 @@ def reshape(op, node, x, shp):
 
 @register(SpecifyShape)
 def specify_shape(op, node, x, *shape):
-    """SpecifyShape -> Identity: ONNX cannot raise, so the shape check is dropped."""
-    return op.Identity(x)
+    """SpecifyShape -> x, guarded to raise PyTensor's AssertionError where a dim whose size
+    is not static differs from the one specified."""
+    failed = []
+    for i, (var, size) in enumerate(zip(node.inputs[1:], shape, strict=True)):
+        if isinstance(var.type, NoneTypeT) or node.inputs[0].type.shape[i] is not None:
+            continue  # not specified, or already checked by PyTensor's types
+        actual = op.Shape(x, start=i, end=i + 1)
+        failed.append(op.Not(op.Equal(actual, op.Reshape(op.Cast(size, to=ir.DataType.INT64), constant(op, [1], "int64")))))
+    if not failed:
+        return op.Identity(x)
+    return raise_if(op, failed, x, AssertionError, f"SpecifyShape: dim sizes differ from {node.inputs[1:]}")
