@@ -134,3 +134,25 @@ def test_dimshuffle_keeps_integer_dtype():
     x = pt.tensor("x", dtype="uint8", shape=(None, 1, None))
     out = x.dimshuffle(2, "x", 0) + pt.constant(np.uint8(1))
     compare_onnx_and_py([x], out, [np.arange(6, dtype="uint8").reshape(2, 1, 3)])
+
+
+def test_runtime_broadcasting_raises_like_pytensor():
+    import pytensor
+
+    v1, v2 = pt.vector("v1"), pt.vector("v2")
+    m = pt.matrix("m")
+    row = pt.tensor("row", shape=(1, None))
+    fn = pytensor.function([v1, v2, m, row], [v1 + v2, m * row], mode="ONNX")
+    good = fn(np.ones(3), np.ones(3), np.ones((2, 3)), np.ones((1, 3)))
+    np.testing.assert_array_equal(good[0], 2 * np.ones(3))
+    for args in [
+        (np.ones(3), np.ones(1), np.ones((2, 3)), np.ones((1, 3))),
+        (np.ones(1), np.ones(3), np.ones((2, 3)), np.ones((1, 3))),
+        (np.ones(3), np.ones(3), np.ones((2, 3)), np.ones((1, 1))),
+        (np.ones(3), np.ones(3), np.ones((2, 1)), np.ones((1, 3))),
+    ]:
+        with pytest.raises(ValueError, match="Runtime broadcasting not allowed"):
+            fn(*args)
+    # Length 1 everywhere, and empty dims, are fine, as in PyTensor.
+    ones = fn(np.ones(1), np.ones(1), np.ones((0, 1)), np.ones((1, 1)))
+    assert ones[0].shape == (1,) and ones[1].shape == (0, 1)
