@@ -7,7 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import InlinePass, NameFixPass
+from onnx_ir.passes.common import InlinePass
 from onnxscript import GraphBuilder
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
@@ -17,6 +17,7 @@ from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
+from pt_onnxscript.naming import canonical_loops, names_by_position
 from pt_onnxscript.registry import (
     blockwise_translation_for,
     check_for,
@@ -347,8 +348,8 @@ def fgraph_to_model(
         InlinePass()(model)
         for domain in domains:
             graph.opset_imports.pop(domain, None)
-        # Inlined loop bodies may reuse names from elsewhere; ONNX wants them unique.
-        NameFixPass()(model)
+    canonical_loops(graph)
+    names_by_position(graph)
     return model
 
 

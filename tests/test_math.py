@@ -1,4 +1,5 @@
 import numpy as np
+import pytensor
 import pytensor.tensor as pt
 import pytest
 
@@ -59,3 +60,72 @@ def test_dot(shapes, dtypes, rng, opset):
     xv = rng.integers(-3, 4, size=shapes[0]).astype(dtypes[0])
     yv = rng.integers(-3, 4, size=shapes[1]).astype(dtypes[1])
     compare_onnx_and_py([x, y], [pt.dot(x, y), x @ y], [xv, yv], opset=opset)
+
+
+PY_LINKER = pytensor.compile.mode.Mode(linker="py", optimizer=None)
+
+
+@pytest.mark.parametrize("reduce", [pt.any, pt.all])
+@pytest.mark.parametrize("dtype", ["bool", "int8", "float64"])
+def test_any_and_all_of_nothing(reduce, dtype):
+    x = pt.matrix("x", dtype=dtype)
+    compare_onnx_and_py([x], [reduce(x, axis=1), reduce(x, axis=0), reduce(x)], [np.zeros((2, 0), dtype)])
+
+
+@pytest.mark.parametrize("reduce", [pt.max, pt.min, pt.argmax, pt.argmin])
+@pytest.mark.parametrize("dtype", ["float64", "int64", "bool", "uint8"])
+def test_max_min_argmax_of_nothing_raise_like_numpy(reduce, dtype):
+    x = pt.matrix("x", dtype=dtype)
+    empty = np.zeros((0, 3), dtype)
+    fn = pytensor.function([x], [reduce(x, axis=1)], mode="ONNX")
+    assert fn(empty)[0].shape == (0,)
+    for axis in (0, None):
+        fn = pytensor.function([x], reduce(x, axis=axis), mode="ONNX")
+        with pytest.raises(ValueError, match="zero-size|empty sequence"):
+            fn(empty)
+        with pytest.raises(ValueError):
+            pytensor.function([x], reduce(x, axis=axis), mode=PY_LINKER)(empty)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+def test_argmax_and_argmin_pick_the_first_nan(axis):
+    x = pt.matrix("x")
+    value = np.array([[1.0, np.nan, 3.0, np.nan], [np.nan, 5.0, -1.0, 2.0], [0.0, 1.0, 2.0, -3.0]])
+    compare_onnx_and_py([x], [pt.argmax(x, axis=axis), pt.argmin(x, axis=axis)], [value])
+    compare_onnx_and_py([x], [pt.argmax(x, axis=axis), pt.argmin(x, axis=axis)], [value[2:]])
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint64", "uint8", "int8"])
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+def test_integer_sums_and_products_are_exact_and_wrap(dtype, axis, rng):
+    x = pt.matrix("x", dtype=dtype)
+    info = np.iinfo(dtype)
+    value = np.array(
+        [[info.max, info.max, 3, 2**53 % (info.max + 1) + 1], [info.min, 7, info.max // 3, 5], [1, 2, 3, info.max]],
+        dtype=dtype,
+    )
+    outs = [pt.sum(x, axis=axis), pt.prod(x, axis=axis)]
+    if dtype in ("int64", "uint64"):  # (CumOp.perform upcasts narrower ints against its type)
+        outs += [pt.cumsum(x, axis=0), pt.cumprod(x, axis=1)]
+    compare_onnx_and_py([x], outs, [value])
+    compare_onnx_and_py([x], outs[:2], [np.zeros((0, 4), dtype)])
+    compare_onnx_and_py([x], outs[:2], [rng.integers(info.min, info.max, size=(7, 13), dtype=dtype, endpoint=True)])
+
+
+def test_int64_sum_above_two_to_the_53():
+    x = pt.vector("x", dtype="int64")
+    value = np.array([2**53, 1, 1, 2**62, 2**62], dtype="int64")
+    fn = pytensor.function([x], [x.sum(), x.prod()], mode="ONNX")
+    total, product = fn(value)
+    assert total == value.sum() and product == value.prod()
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "uint64", "int8", "int16"])
+@pytest.mark.parametrize("inner", [0, 3])
+def test_integer_dot_with_any_inner_dim(dtype, inner):
+    x = pt.matrix("x", dtype=dtype)
+    y = pt.matrix("y", dtype=dtype)
+    info = np.iinfo(dtype)
+    a = np.full((2, inner), info.max, dtype)
+    b = np.full((inner, 3), info.max - 1, dtype)
+    compare_onnx_and_py([x, y], pt.dot(x, y), [a, b])

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pt_onnxscript import UnsupportedOpError, export_onnx
 from pt_onnxscript.testing import compare_onnx_and_py
 
 
@@ -196,3 +197,26 @@ def test_named_batch_dim_survives_indexing(tmp_path):
     model = export_onnx(([x], [out]), tmp_path / "m.onnx", dims={"x": ("batch", 3)})
     dims = [d.dim_param or d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
     assert dims == ["batch", 3]
+
+
+@pytest.mark.parametrize("x_dtype", ["int32", "int64", "uint8", "bool"])
+@pytest.mark.parametrize("y_dtype", ["float64", "float32"])
+def test_integer_x_incremented_by_floats_like_numpy(x_dtype, y_dtype):
+    x = pt.vector("x", dtype=x_dtype)
+    y = pt.vector("y", dtype=y_dtype)
+    idx = pt.vector("idx", dtype="int64")
+    outs = [pt.inc_subtensor(x[idx], y), pt.set_subtensor(x[idx], y), pt.inc_subtensor(x[1], y[0])]
+    values = [np.array([5, 5, 1], x_dtype), np.array([-0.25, -0.25, 0.75], y_dtype), np.array([0, 0, 2])]
+    compare_onnx_and_py([x, y, idx], outs, values)
+    # Where PyTensor raises NumPy's casting error, export refuses before building.
+    for out in [pt.inc_subtensor(x[idx], y, ignore_duplicates=True), pt.inc_subtensor(x[:2], y[:2])]:
+        with pytest.raises(UnsupportedOpError, match="same_kind"):
+            export_onnx(([x, y, idx], [out]))
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (0, 0)])
+def test_writes_and_cumprod_with_zero_size_dims(shape):
+    x = pt.matrix("x")
+    idx = pt.vector("idx", dtype="int64")
+    outs = [pt.inc_subtensor(x[:, idx], 1.0), pt.set_subtensor(x[idx], 2.0), pt.cumprod(x, axis=0), pt.cumprod(x, axis=1)]
+    compare_onnx_and_py([x, idx], outs, [np.zeros(shape), np.zeros(0, "int64")])

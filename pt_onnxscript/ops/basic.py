@@ -17,9 +17,8 @@ from pytensor.tensor.basic import (
     TensorFromScalar,
 )
 
-from pt_onnxscript.ops.common import constant, out_dtype
-from pt_onnxscript.registry import register
-from pt_onnxscript.translate import TranslationError
+from pt_onnxscript.ops.common import constant, out_dtype, raise_if
+from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.types import as_ir_tensor, onnx_dtype
 
 
@@ -59,9 +58,13 @@ def scalar_tensor(op, node, x):
     return op.Identity(x)
 
 
+@register_check(Join, Split)
+def constant_axis(node):
+    var = node.inputs[0] if isinstance(node.op, Join) else node.inputs[1]
+    return None if isinstance(var, Constant) else f"the axis must be a constant for ONNX, got {var}"
+
+
 def _static_axis(node, var, ndim: int) -> int:
-    if not isinstance(var, Constant):
-        raise TranslationError(f"{node}: the axis must be a constant for ONNX, got {var}")
     axis = int(var.data)
     return axis + ndim if axis < 0 else axis
 
@@ -80,9 +83,17 @@ def join(op, node, axis, *tensors):
 
 @register(Split)
 def split(op, node, x, axis, splits):
-    """Split -> Split with the sizes as input (ONNX Runtime raises if they do not add up)."""
+    """Split -> Split with the sizes as input, raising PyTensor's error when they are negative
+    or do not add up to the length of the axis."""
     at = _static_axis(node, node.inputs[1], node.inputs[0].type.ndim)
     sizes = op.Cast(splits, to=ir.DataType.INT64) if node.inputs[2].type.dtype != "int64" else splits
+    length = op.Shape(x, start=at, end=at + 1)
+    zero = constant(op, 0, "int64")
+    failed = [
+        op.Not(op.Equal(op.ReduceSum(sizes, keepdims=1), length)),
+        op.Less(op.ReduceMin(op.Concat(sizes, op.Reshape(zero, constant(op, [1], "int64")), axis=0), keepdims=0), zero),
+    ]
+    x = raise_if(op, failed, x, ValueError, f"{node.op}: the split sizes are negative or do not add up to the length of axis {at}")
     outputs = op.Split(x, sizes, axis=at, _outputs=len(node.outputs))
     return outputs if len(node.outputs) > 1 else [outputs]
 
@@ -151,5 +162,5 @@ def extract_diag(op, node, x):
         op.Mul(op.Add(i, constant(op, row0, "int64")), op.Squeeze(cols, constant(op, [0], "int64"))),
         op.Add(i, constant(op, col0, "int64")),
     )
-    flat = op.Reshape(x, op.Concat(op.Shape(x, start=0, end=ndim - 2), op.Mul(rows, cols), axis=0))
+    flat = op.Reshape(x, op.Concat(op.Shape(x, start=0, end=ndim - 2), op.Mul(rows, cols), axis=0), allowzero=1)
     return op.Gather(flat, positions, axis=-1)

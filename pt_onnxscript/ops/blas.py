@@ -4,7 +4,7 @@ import numpy as np
 from pytensor.graph.basic import Constant
 from pytensor.tensor.blas import BatchedDot, Dot22, Dot22Scalar, Gemm, Gemv, Ger
 
-from pt_onnxscript.ops.common import cast_inputs_to_output
+from pt_onnxscript.ops.common import cast_inputs_to_output, raise_if
 from pt_onnxscript.ops.math import matmul
 from pt_onnxscript.registry import register
 
@@ -37,10 +37,22 @@ def ger(op, node, *inputs):
     return op.Add(A, op.Mul(alpha, outer))
 
 
-@register(Dot22, BatchedDot)
+@register(Dot22)
 def dot22(op, node, x, y):
-    """Dot22, BatchedDot -> MatMul."""
+    """Dot22 -> MatMul."""
     return matmul(op, node, x, y)
+
+
+@register(BatchedDot)
+def batched_dot(op, node, x, y):
+    """BatchedDot -> MatMul, raising PyTensor's error where the batch sizes differ (MatMul
+    would broadcast a batch of one)."""
+    sizes = [var.type.shape[0] for var in node.inputs]
+    if None not in sizes:
+        return matmul(op, node, x, y)
+    differ = op.Not(op.Equal(op.Shape(x, start=0, end=1), op.Shape(y, start=0, end=1)))
+    message = f"{node.op}: the inputs' batch sizes (first dims) differ"
+    return raise_if(op, differ, matmul(op, node, x, y), ValueError, message)
 
 
 @register(Dot22Scalar)

@@ -39,7 +39,7 @@ def loop_over_batch(op, node, inputs):
         core_ndim = var.type.ndim - batch_ndim
         core_shape = op.Shape(x, start=batch_ndim)
         expanded = op.Expand(x, op.Concat(batch_shape, constant(op, [1] * core_ndim, "int64"), axis=0))
-        flat.append(op.Reshape(expanded, op.Concat(size, core_shape, axis=0)))
+        flat.append(op.Reshape(expanded, op.Concat(size, core_shape, axis=0), allowzero=1))
 
     def body(op, iteration, condition):
         op.builder.push_module(tag)  # keeps value names apart from the outer graph's
@@ -47,7 +47,7 @@ def loop_over_batch(op, node, inputs):
         outputs = translate_node(op, core_node, core_inputs)
         return [op.Identity(condition), *outputs]
 
-    tag = subgraph_tag("blockwise")
+    tag = subgraph_tag(op, "blockwise")
     body_graph = op.builder.subgraph(
         body,
         inputs=[
@@ -72,7 +72,7 @@ def loop_over_batch(op, node, inputs):
             constant(op, [], "int64"),
             axis=0,
         ) if sig else constant(op, [], "int64")
-        results.append(op.Reshape(value, op.Concat(batch_shape, core_shape, axis=0)))
+        results.append(op.Reshape(value, op.Concat(batch_shape, core_shape, axis=0), allowzero=1))
     return results[0] if len(results) == 1 else results
 
 

@@ -1,7 +1,5 @@
 """Small helpers shared by translations."""
 
-from itertools import count
-
 import numpy as np
 import onnx_ir as ir
 from pytensor.tensor import constant as tensor_constant
@@ -104,9 +102,42 @@ def _register_callees(functions, function):
             _register_callees(functions, callee)
 
 
-_subgraphs = count()
+def loop(op, count, state, step, kind: str, *, condition=None):
+    """The final `state` of an ONNX Loop running ``state = step(op, k, *state)`` for k in
+    range(`count`) (None: no bound).
+
+    With a `condition` (a 0-d bool: whether to run the first step), the Loop runs while it
+    holds and `step` returns ``(go_on, *state)``. Value names in the body start with a tag
+    numbered per model (deterministic files).
+    """
+    tag = subgraph_tag(op, kind)
+
+    def body(op, k, go, *values):
+        op.builder.push_module(tag)  # keeps value names apart from the outer graph's
+        results = step(op, k, *values)
+        return [op.Identity(go), *results] if condition is None else list(results)
+
+    graph = op.builder.subgraph(
+        body,
+        inputs=[
+            ir.val(f"{tag}_k", ir.DataType.INT64, []),
+            ir.val(f"{tag}_go", ir.DataType.BOOL, []),
+            *[ir.val(f"{tag}_in{i}", v.dtype) for i, v in enumerate(state)],
+        ],
+        outputs=[
+            ir.val(f"{tag}_go_out", ir.DataType.BOOL, []),
+            *[ir.val(f"{tag}_out{i}", v.dtype) for i, v in enumerate(state)],
+        ],
+        name=tag,
+    )
+    result = op.Loop(count, condition, *state, body=graph, _outputs=len(state))
+    return list(result) if len(state) > 1 else [result]
 
 
-def subgraph_tag(kind: str) -> str:
-    """A prefix for a subgraph's value names: ONNX wants names unique across nested graphs."""
-    return f"{kind}{next(_subgraphs)}"
+def subgraph_tag(op, kind: str) -> str:
+    """A prefix for a subgraph's value names: ONNX wants names unique across nested graphs.
+
+    Numbered per model, so exporting the same graph twice gives the same file."""
+    root = op.builder.root
+    root.subgraph_count = getattr(root, "subgraph_count", 0) + 1
+    return f"{kind}{root.subgraph_count}"

@@ -12,16 +12,26 @@ from pytensor.tensor.extra_ops import (
 )
 
 from pt_onnxscript.ops.common import constant, subgraph_tag, where
-from pt_onnxscript.registry import register
+from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.translate import TranslationError
 from pt_onnxscript.types import onnx_dtype
 
 # ONNX Runtime's CumSum kernels; other integers accumulate in int64 and wrap back like NumPy.
-CUMSUM_DTYPES = {"float32", "float64", "int32", "int64", "uint32", "uint64"}
+# ONNX Runtime has no unsigned CumSum kernel (uint64 fails at session creation); int64 holds
+# the same bits modulo 2**64.
+CUMSUM_DTYPES = {"float32", "float64", "int32", "int64"}
 
 
 def _flatten(op, x):
     return op.Reshape(x, constant(op, [-1], "int64"))
+
+
+@register_check(CumOp)
+def cumsum_dtype(node):
+    dtype = node.outputs[0].type.dtype
+    if node.op.mode == "add" and dtype in ("float16", "bool"):
+        return f"no exact ONNX cumulative sum of {dtype} (ONNX Runtime's CumSum has no kernel)"
+    return None
 
 
 @register(CumOp)
@@ -33,8 +43,6 @@ def cumop(op, node, x):
     dtype = node.outputs[0].type.dtype
     if node.op.mode == "add":
         via = dtype if dtype in CUMSUM_DTYPES else "int64"
-        if dtype in ("float16", "bool"):
-            raise TranslationError(f"{node}: no exact ONNX cumulative sum of {dtype}")
         x = x if via == dtype else op.Cast(x, to=onnx_dtype(via))
         total = op.CumSum(x, constant(op, axis, "int64"))
         return total if via == dtype else op.Cast(total, to=onnx_dtype(dtype))
@@ -53,7 +61,7 @@ def _cumprod(op, node, x, axis: int, ndim: int):
         product = op.Mul(product, op.Gather(front, i, axis=0))
         return [op.Identity(condition), product, op.Identity(product)]
 
-    tag = subgraph_tag("cumprod")
+    tag = subgraph_tag(op, "cumprod")
     graph = op.builder.subgraph(
         body,
         inputs=[
@@ -71,7 +79,7 @@ def _cumprod(op, node, x, axis: int, ndim: int):
     count = op.Squeeze(op.Shape(front, start=0, end=1), constant(op, [0], "int64"))
     _, steps = op.Loop(count, None, ones, body=graph, _outputs=2)
     # With no steps the scan output has no shape of its own: give it the input's.
-    steps = op.Reshape(steps, op.Shape(front))
+    steps = op.Reshape(steps, op.Shape(front), allowzero=1)
     if not axis:
         return steps
     inverse = sorted(range(ndim), key=perm.__getitem__)
@@ -105,6 +113,12 @@ def _before(op, a, b, side: str):
     return op.Or(op.LessOrEqual(a, b), op.IsNaN(b))
 
 
+@register_check(SearchsortedOp)
+def searchsorted_dtypes(node):
+    x, v = (var.type.dtype for var in node.inputs[:2])
+    return None if x == v else f"x is {x} and v is {v}: cast them to one dtype"
+
+
 @register(SearchsortedOp)
 def searchsorted(op, node, x, v, sorter=None):
     """SearchsortedOp -> count of the x before each v (O(len(x) * len(v)) comparisons)."""
@@ -112,8 +126,6 @@ def searchsorted(op, node, x, v, sorter=None):
         x = op.Gather(x, sorter, axis=0)
     dtype = node.inputs[0].type.dtype
     common = node.inputs[1].type.dtype
-    if dtype != common:
-        raise TranslationError(f"{node}: x is {dtype} and v is {common}; cast them to one dtype")
     vs = op.Unsqueeze(v, constant(op, [-1], "int64"))
     if dtype.startswith("float"):
         before = _before(op, x, vs, node.op.side)
@@ -149,6 +161,13 @@ def fill_diagonal_offset(op, node, a, value, offset):
     return where(op, mask, op.Expand(value, op.Shape(a)), a, dtype)
 
 
+
+@register_check(Unique)
+def unique_dtype(node):
+    if node.inputs[0].type.dtype == "uint64":
+        return "no ONNX Runtime Unique keeps the order of uint64"
+    return None
+
 @register(Unique)
 def unique(op, node, x):
     """Unique -> Unique(sorted=1): values, first indices, inverse and counts, as np.unique.
@@ -174,8 +193,6 @@ def unique(op, node, x):
         # ONNX Runtime's Unique kernels: int8, int64, float32, float64.
         via = {"bool": "int8", "uint8": "int64", "int16": "int64", "uint16": "int64",
                "int32": "int64", "uint32": "int64", "float16": "float32"}.get(dtype, dtype)
-        if dtype == "uint64":
-            raise TranslationError(f"{node}: no ONNX Runtime Unique keeps the order of uint64")
         kwargs = {} if d.axis is None else {"axis": d.axis}
         keys = x if via == dtype else op.Cast(x, to=onnx_dtype(via))
         values, first, inverse, counts = op.Unique(keys, sorted=1, _outputs=4, **kwargs)

@@ -22,7 +22,7 @@ def ifelse(op, node, condition, build_then, build_else):
     outputs = node.outputs
 
     def branch(build, name):
-        tag = subgraph_tag(name)
+        tag = subgraph_tag(op, name)
 
         def trace(op):
             op.builder.push_module(tag)  # keeps value names apart from the outer graph's

@@ -11,7 +11,7 @@ an ONNX Runtime error where it raises (inverting a singular matrix).
 import numpy as np
 import onnx_ir as ir
 
-from pt_onnxscript.ops.common import constant, raise_if, subgraph_tag
+from pt_onnxscript.ops.common import constant, loop, raise_if
 from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
 
@@ -34,26 +34,6 @@ def _core(node):
 
 def _int(op, value):
     return constant(op, value, "int64")
-
-
-def _loop(op, count, state, step, kind):
-    """The final `state` after step(op, k, *state) -> state for k in range(count)."""
-    tag = subgraph_tag(kind)
-
-    def body(op, k, condition, *values):
-        op.builder.push_module(tag)  # keeps value names apart from the outer graph's
-        return [op.Identity(condition), *step(op, k, *values)]
-
-    graph = op.builder.subgraph(
-        body,
-        inputs=[ir.val(f"{tag}_k", ir.DataType.INT64, []), ir.val(f"{tag}_go", ir.DataType.BOOL, []),
-                *[ir.val(f"{tag}_in{i}", v.dtype) for i, v in enumerate(state)]],
-        outputs=[ir.val(f"{tag}_go_out", ir.DataType.BOOL, []),
-                 *[ir.val(f"{tag}_out{i}", v.dtype) for i, v in enumerate(state)]],
-        name=tag,
-    )
-    result = op.Loop(count, None, *state, body=graph, _outputs=len(state))
-    return list(result) if len(state) > 1 else [result]
 
 
 def _size(op, a):
@@ -110,7 +90,7 @@ def lower_factor(op, a, dtype: str, lower: bool, rank: int):
         return [factor, op.And(ok, op.Greater(d, zero))]
 
     batch_ok = op.Expand(constant(op, True, "bool"), op.Shape(a, start=0, end=-2))
-    factor, ok = _loop(op, n, [op.Expand(zero, op.Shape(a)), batch_ok], step, "cholesky")
+    factor, ok = loop(op, n, [op.Expand(zero, op.Shape(a)), batch_ok], step, "cholesky")
     return _nan_where(op, op.Not(ok), factor, dtype)
 
 
@@ -134,7 +114,7 @@ def solve_triangular(op, a, b, dtype: str, lower: bool, unit_diagonal: bool, nan
         at_i = op.Unsqueeze(op.Equal(index, i), _int(op, [-1]))
         return [op.Where(at_i, op.Unsqueeze(value, _int(op, [-2])), x)]
 
-    (x,) = _loop(op, n, [op.Expand(constant(op, 0, dtype), op.Shape(b))], step, "substitution")
+    (x,) = loop(op, n, [op.Expand(constant(op, 0, dtype), op.Shape(b))], step, "substitution")
     if unit_diagonal or not nan_if_singular:
         return x
     smallest = op.ReduceMin(op.Abs(diagonal), _int(op, [-1]), keepdims=0)

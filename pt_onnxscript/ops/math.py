@@ -6,8 +6,8 @@ import pytensor.scalar.basic as ps
 from pytensor.tensor.elemwise import CAReduce
 from pytensor.tensor.math import Argmax, Dot, ProdWithoutZeros
 
-from pt_onnxscript.ops.common import out_dtype
-from pt_onnxscript.registry import register, register_blockwise
+from pt_onnxscript.ops.common import constant, loop, out_dtype, raise_if
+from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.types import onnx_dtype
 
 REDUCTIONS = {
@@ -27,73 +27,161 @@ ORDERED = {"bool": "int32", "int16": "int32", "uint16": "int32", "uint32": "int6
 WIDER = {"ReduceSum": MODULAR, "ReduceProd": MODULAR, "ReduceMax": ORDERED, "ReduceMin": ORDERED}
 
 
-def reduce_axes(op, node):
-    axis = node.op.axis
-    return None if axis is None else op.Constant(value_ints=list(axis))
-
-
 @register(CAReduce)
 def careduce(op, node, x):
-    """CAReduce -> Reduce{Sum,Prod,Max,Min}, computed in the accumulation dtype."""
+    """CAReduce -> Reduce{Sum,Prod,Max,Min}, computed in the accumulation dtype.
+
+    NumPy's empty reductions: any of nothing is False, all of nothing is True, max and min
+    raise. Integer sums and products are exact and wrap as NumPy's do (ONNX Runtime's
+    integer ReduceSum and ReduceProd saturate), so they run as a MatMul with ones and as a
+    tree of multiplications.
+    """
     scalar_op = type(node.op.scalar_op)
     name = next((n for cls, n in REDUCTIONS.items() if issubclass(scalar_op, cls)), None)
-    if name is None:
-        raise NotImplementedError(f"No ONNX reduction for CAReduce({scalar_op.__name__})")
     in_dtype = node.inputs[0].type.dtype
     if scalar_op in (ps.AND, ps.OR) and in_dtype != "bool":
         x = op.Not(op.Equal(x, op.CastLike(0, x)))
         in_dtype = "bool"
     if node.op.axis == () or node.inputs[0].type.ndim == 0:
         return op.Cast(x, to=out_dtype(node))
+    ndim = node.inputs[0].type.ndim
+    axes = list(range(ndim)) if node.op.axis is None else sorted(node.op.axis)
+    if scalar_op in (ps.AND, ps.OR):
+        # uint8: its empty ReduceMin is 255 (true) and its empty ReduceMax 0 (false).
+        result = getattr(op, name)(op.Cast(x, to=ir.DataType.UINT8), _int(op, axes), keepdims=0)
+        return op.Cast(result, to=out_dtype(node))
     acc = getattr(node.op, "acc_dtype", None) or node.outputs[0].type.dtype
     acc = WIDER[name].get(acc, acc)
-    if acc == "uint64":
-        raise TypeError(f"{node.op} of uint64 has no exact ONNX translation")
     if isinstance(node.op, ProdWithoutZeros):
         x = op.Where(op.Equal(x, op.CastLike(0, x)), op.CastLike(1, x), x)
     if in_dtype != acc:
         x = op.Cast(x, to=onnx_dtype(acc))
-    axes = reduce_axes(op, node)
-    args = [x] if axes is None else [x, axes]
-    result = getattr(op, name)(*args, keepdims=0)
-    if name in ("ReduceMax", "ReduceMin") and np.dtype(acc).kind == "f":
-        nan = op.Cast(op.IsNaN(x), to=onnx_dtype(acc))
-        any_nan = op.Cast(op.ReduceMax(*([nan] if axes is None else [nan, axes]), keepdims=0), to=ir.DataType.BOOL)
-        result = op.Where(any_nan, op.CastLike(np.nan, result), result)
+    if name in ("ReduceSum", "ReduceProd") and np.dtype(acc).kind != "f":
+        rows = _reduced_last(op, x, axes, ndim)
+        result = _integer_sum(op, rows) if name == "ReduceSum" else _integer_prod(op, rows, ndim - len(axes))
+    else:
+        result = getattr(op, name)(x, _int(op, axes), keepdims=0)
+    if name in ("ReduceMax", "ReduceMin"):
+        if np.dtype(acc).kind == "f":
+            nan = op.Cast(op.IsNaN(x), to=ir.DataType.UINT8)
+            any_nan = op.Cast(op.ReduceMax(nan, _int(op, axes), keepdims=0), to=ir.DataType.BOOL)
+            result = op.Where(any_nan, op.CastLike(np.nan, result), result)
+        what = "maximum" if name == "ReduceMax" else "minimum"
+        message = f"zero-size array to reduction operation {what} which has no identity"
+        result = _raise_if_empty(op, node, x, axes, result, message)
     if acc != node.outputs[0].type.dtype:
         result = op.Cast(result, to=out_dtype(node))
     return result
 
 
+def _int(op, value):
+    return constant(op, value, "int64")
+
+
+def _raise_if_empty(op, node, x, axes, result, message):
+    """`result`, raising NumPy's error when the reduced dims hold no element."""
+    static = [node.inputs[0].type.shape[d] for d in axes]
+    if all(size is not None and size > 0 for size in static):
+        return result
+    sizes = op.Gather(op.Shape(x), _int(op, axes), axis=0)
+    empty = op.Equal(op.ReduceProd(sizes, keepdims=0), _int(op, 0))
+    return raise_if(op, empty, result, ValueError, message)
+
+
+def _reduced_last(op, x, axes, ndim):
+    """`x` with the kept dims first and the reduced ones flattened into a last dim."""
+    kept = [d for d in range(ndim) if d not in axes]
+    if kept + axes != list(range(ndim)):
+        x = op.Transpose(x, perm=kept + axes)
+    shape = op.Shape(x)
+    count = op.ReduceProd(op.Slice(shape, _int(op, [len(kept)]), _int(op, [ndim])), keepdims=1)
+    parts = [op.Slice(shape, _int(op, [0]), _int(op, [len(kept)])), count] if kept else [count]
+    return op.Reshape(x, op.Concat(*parts, axis=0) if kept else count, allowzero=1)
+
+
+def _integer_sum(op, rows):
+    """The exact, wrapping sums over the last dim of int64 `rows`: a MatMul with ones."""
+    ones = op.Expand(_int(op, 1), op.Shape(rows, start=-1))
+    return op.MatMul(rows, ones)
+
+
+def _integer_prod(op, rows, kept: int):
+    """The exact, wrapping products over the last dim of int64 `rows` (of rank kept + 1):
+    pairs multiplied until one value is left, padded with ones to an even length."""
+    rows = op.Concat(rows, op.Expand(_int(op, 1), op.Concat(op.Shape(rows, end=-1), _int(op, [1]), axis=0)), axis=-1)
+
+    def step(op, _, y):
+        length = op.Shape(y, start=-1)
+        half = op.Div(op.Add(length, _int(op, 1)), _int(op, 2))
+        pads = op.Concat(_int(op, [0] * (2 * kept + 1)), op.Sub(op.Add(half, half), length), axis=0)
+        y = op.Pad(y, pads, _int(op, 1))
+        y = op.Reshape(y, op.Concat(op.Shape(y, end=-1), half, _int(op, [2]), axis=0), allowzero=1)
+        y = op.Mul(op.Gather(y, _int(op, 0), axis=-1), op.Gather(y, _int(op, 1), axis=-1))
+        return [op.Squeeze(op.Greater(half, _int(op, [1])), _int(op, [0])), y]
+
+    go = op.Squeeze(op.Greater(op.Shape(rows, start=-1), _int(op, [1])), _int(op, [0]))
+    (rows,) = loop(op, None, [rows], step, "prod", condition=go)
+    return op.Squeeze(rows, _int(op, [-1]))
+
+
 @register(Argmax)
 def argmax(op, node, x, *axis_input):
-    """Argmax -> ArgMax over one axis (several axes are moved last and flattened first)."""
+    """Argmax -> ArgMax over one axis (several axes are moved last and flattened first).
+
+    As NumPy: the first NaN wins, and an empty axis raises."""
     ndim = node.inputs[0].type.ndim
-    axes = list(range(ndim)) if node.op.axis is None else list(node.op.axis)
+    axes = list(range(ndim)) if node.op.axis is None else sorted(node.op.axis)
     dtype = node.inputs[0].type.dtype
-    if dtype == "uint64":
-        raise TypeError(f"{node.op} of uint64 has no exact ONNX translation")
+    original = x
     if dtype in ORDERED:
         x = op.Cast(x, to=onnx_dtype(ORDERED[dtype]))
-    if len(axes) == 1:
-        return op.ArgMax(x, axis=axes[0], keepdims=0)
-    kept = [d for d in range(ndim) if d not in axes]
-    x = op.Transpose(x, perm=kept + axes) if kept + axes != list(range(ndim)) else x
-    kept_shape = op.Shape(x, start=0, end=len(kept)) if kept else op.Constant(value_ints=[])
-    x = op.Reshape(x, op.Concat(kept_shape, op.Constant(value_ints=[-1]), axis=0))
-    return op.ArgMax(x, axis=len(kept), keepdims=0)
+    if len(axes) != 1:
+        x = _reduced_last(op, x, axes, ndim)
+    axis = axes[0] if len(axes) == 1 else ndim - len(axes)
+    result = op.ArgMax(x, axis=axis, keepdims=0)
+    if np.dtype(dtype).kind == "f":
+        nan = op.Cast(op.IsNaN(x), to=ir.DataType.UINT8)
+        any_nan = op.Cast(op.ReduceMax(nan, _int(op, [axis]), keepdims=0), to=ir.DataType.BOOL)
+        result = op.Where(any_nan, op.ArgMax(nan, axis=axis, keepdims=0), result)
+    return _raise_if_empty(op, node, original, axes, result, "attempt to get argmax of an empty sequence")
 
 
-MATMUL_DTYPES = {"float16", "float32", "float64", "int32", "int64", "uint32", "uint64"}
-MATMUL_WIDER = {"int8": "int64", "int16": "int64", "uint8": "uint64", "uint16": "uint64"}
+@register_check(Argmax)
+def argmax_of_uint64(node):
+    if node.inputs[0].type.dtype == "uint64":
+        return "argmax of uint64 has no exact ONNX translation (ONNX Runtime's ArgMax has no uint64 kernel)"
+    return None
+
+
+# Integers ONNX Runtime's MatMul lacks (its unsigned kernels also fail on an empty inner dim)
+# multiply in int64, which holds the same bits modulo 2**64.
+MATMUL_DTYPES = {"float16", "float32", "float64", "int32", "int64"}
+MATMUL_WIDER = {"int8": "int64", "int16": "int64"} | {f"uint{b}": "int64" for b in (8, 16, 32, 64)}
+
+
+@register_check(Dot)
+def dot_dtype(node):
+    dtype = node.outputs[0].type.dtype
+    if dtype not in MATMUL_DTYPES and dtype not in MATMUL_WIDER:
+        return f"Dot of {dtype} has no exact ONNX translation (cast the operands to an integer type)"
+    return None
+
+
+@register_check(CAReduce)
+def reduction_kind(node):
+    scalar_op = type(node.op.scalar_op)
+    if not any(issubclass(scalar_op, cls) for cls in REDUCTIONS):
+        return f"no ONNX reduction for CAReduce({scalar_op.__name__})"
+    acc = getattr(node.op, "acc_dtype", None) or node.outputs[0].type.dtype
+    if acc == "uint64" and issubclass(scalar_op, ps.ScalarMaximum | ps.ScalarMinimum):
+        return "max and min of uint64 have no ONNX Runtime kernel"
+    return None
 
 
 def matmul(op, node, x, y):
     """MatMul of x and y in the node's output dtype (via a wider int type where ORT needs it)."""
     dtype = node.outputs[0].type.dtype
     compute = dtype if dtype in MATMUL_DTYPES else MATMUL_WIDER.get(dtype)
-    if compute is None:
-        raise TypeError(f"Dot of {dtype} has no exact ONNX translation")
     x, y = [
         v if var.type.dtype == compute else op.Cast(v, to=onnx_dtype(compute))
         for var, v in zip(node.inputs[:2], (x, y), strict=True)

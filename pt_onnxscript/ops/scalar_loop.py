@@ -36,7 +36,7 @@ def scalar_loop(op, node, n_steps, *inputs):
     constants = list(inputs[n_update:])
     dtypes = [var.type.dtype for var in loop.inputs[:n_update]]
     done = op.Expand(constant(op, False, "bool"), shape)
-    tag = subgraph_tag("scalar_loop")
+    tag = subgraph_tag(op, "scalar_loop")
 
     def body(op, i, condition, *state):
         op.builder.push_module(tag)

@@ -65,7 +65,7 @@ def scan(op, node, n_steps, *outer):
     inner_inputs = list(scan_op.fgraph.inputs)
     inner_outputs = list(scan_op.fgraph.outputs)
     steps = _scalar(op, n_steps)
-    tag = subgraph_tag("scan")
+    tag = subgraph_tag(op, "scan")
 
     def body(op, i, condition, *carried):
         op.builder.push_module(tag)  # keeps value names apart from the outer graph's
@@ -150,14 +150,14 @@ def _settle(op, buffer, done, steps, mintap: int):
     keep = op.Less(index, written)
     mask_shape = op.Concat(op.Shape(index), op.Expand(_int(op, [1]), op.Sub(op.Shape(op.Shape(buffer)), _int(op, [1]))), axis=0)
     zero = op.CastLike(_int(op, 0), buffer)
-    zeroed = op.Where(op.Reshape(keep, mask_shape), buffer, zero)
+    zeroed = op.Where(op.Reshape(keep, mask_shape, allowzero=1), buffer, zero)
     unfinished = op.Sub(length, op.Sub(steps, done))
     shortened = op.Slice(zeroed, op.Reshape(_int(op, 0), _int(op, [1])), op.Reshape(unfinished, _int(op, [1])), _int(op, [0]))
     return op.If(wrapped, then_branch=_branch(op, rotated), else_branch=_branch(op, shortened))
 
 
 def _branch(op, value):
-    name = subgraph_tag("settled")
+    name = subgraph_tag(op, "settled")
     return op.builder.subgraph(lambda op: op.Identity(value), inputs=[], outputs=[ir.val(name, value.dtype)], name=name)
 
 

@@ -17,7 +17,7 @@ from pytensor.tensor.signal.conv import Convolve1d, Convolve2d
 from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.ops.common import constant
-from pt_onnxscript.registry import register, register_blockwise
+from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.translate import TranslationError
 from pt_onnxscript.types import onnx_dtype
 
@@ -110,13 +110,18 @@ def _as(op, var, value, dtype: str):
     return value if var.type.dtype == dtype else op.Cast(value, to=onnx_dtype(dtype))
 
 
+@register_check(Convolve1d, Convolve2d)
+def convolution_mode(node):
+    if not isinstance(node.inputs[2], Constant):
+        return "the convolution mode must be a constant ('full' or 'valid') at export"
+    return None
+
+
 @register(Convolve1d, Convolve2d)
 @register_blockwise(Convolve1d, Convolve2d)
 def convolve(op, node, x, k, full_mode):
     """Convolve1d/2d (batched by broadcasting) -> sum of kernel entry * shifted input window."""
     ndim = getattr(node.op, "core_op", node.op).ndim
-    if not isinstance(node.inputs[2], Constant):
-        raise TranslationError(f"{node}: the convolution mode must be known at export")
     kernel = _static_kernel(node, node.inputs[1], ndim)
     dtype = node.outputs[0].type.dtype
     x, k = _as(op, node.inputs[0], x, dtype), _as(op, node.inputs[1], k, dtype)

@@ -5,8 +5,7 @@ from pytensor.graph.basic import Constant
 from pytensor.tensor.sort import ArgSortOp, SortOp
 
 from pt_onnxscript.ops.common import constant
-from pt_onnxscript.registry import register
-from pt_onnxscript.translate import TranslationError
+from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.types import onnx_dtype
 
 # ONNX Runtime's TopK kernels; other dtypes sort as a wider dtype holding the same values.
@@ -14,11 +13,16 @@ TOPK_DTYPE = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "int3
               "uint16": "int32", "uint32": "int64", "float16": "float32"}
 
 
+@register_check(SortOp, ArgSortOp)
+def constant_sort_axis(node):
+    if not isinstance(node.inputs[1], Constant):
+        return "the sort axis must be a constant for ONNX"
+    return None
+
+
 def _axis(node, x):
     """The sort axis, and `x` flattened when PyTensor sorts the flattened array."""
     var = node.inputs[1]
-    if not isinstance(var, Constant):
-        raise TranslationError(f"{node}: the sort axis must be a constant for ONNX")
     if var.data is None:
         return 0
     axis = int(var.data)

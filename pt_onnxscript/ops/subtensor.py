@@ -24,8 +24,8 @@ from pytensor.tensor.subtensor import (
 )
 from pytensor.tensor.type_other import MakeSlice, NoneTypeT, SliceType
 
-from pt_onnxscript.ops.common import constant
-from pt_onnxscript.registry import register
+from pt_onnxscript.ops.common import constant, loop
+from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.translate import TranslationError
 from pt_onnxscript.types import onnx_dtype
 
@@ -273,7 +273,7 @@ def advanced_subtensor(op, node, x, *indices):
 def _flat_positions(op, x):
     """The flat position of every element of x, shaped like x."""
     zero, one = constant(op, 0, "int64"), constant(op, 1, "int64")
-    return op.Reshape(op.Range(zero, op.Size(x), one), op.Shape(x))
+    return op.Reshape(op.Range(zero, op.Size(x), one), op.Shape(x), allowzero=1)
 
 
 def _add(op, a, b, dtype):
@@ -308,17 +308,42 @@ def _scatter_add(op, x, positions, values, dtype):
     return op.ScatterElements(x, positions, values, axis=0, reduction="add")
 
 
+def _add_truncating(op, x, positions, values, dtype: str, y_dtype: str, one_by_one: bool):
+    """x (integers) with float values[k] added at positions[k] in the float dtype, each sum
+    truncated back; `one_by_one` where positions may repeat (np.add.at's order)."""
+
+    def add(op, x, at, value):
+        total = op.Add(op.Cast(op.Gather(x, at, axis=0), to=onnx_dtype(y_dtype)), value)
+        return op.ScatterElements(x, at, op.Cast(total, to=onnx_dtype(dtype)), axis=0)
+
+    if not one_by_one:
+        return add(op, x, positions, values)
+
+    def step(op, k, x):
+        at = op.Unsqueeze(op.Gather(positions, k, axis=0), constant(op, [0], "int64"))
+        return [add(op, x, at, op.Unsqueeze(op.Gather(values, k, axis=0), constant(op, [0], "int64")))]
+
+    count = op.Squeeze(op.Shape(positions), constant(op, [0], "int64"))
+    return loop(op, count, [x], step, "add_at")[0]
+
+
 def _write(op, node, x, y, read, *, mode: str, unique: bool):
     """x with the elements `read` selects set to y, incremented by y, or y added at (np.add.at)."""
     dtype = node.outputs[0].type.dtype
-    if node.inputs[1].type.dtype != dtype:
+    y_dtype = node.inputs[1].type.dtype
+    # NumPy adds a float increment to an integer x in the float dtype and truncates the sum,
+    # once per update: cast first and the fractions would be lost.
+    in_float = mode != "set" and np.dtype(y_dtype).kind == "f" and np.dtype(dtype).kind != "f"
+    if y_dtype != dtype and not in_float:
         y = op.Cast(y, to=onnx_dtype(dtype))
     selected = read(_flat_positions(op, x))
     flat = constant(op, [-1], "int64")
-    positions = op.Reshape(selected, flat)
-    x_flat = op.Reshape(x, flat)
-    values = op.Reshape(op.Expand(y, op.Shape(selected)), flat)
-    if mode == "add_at" and not unique:
+    positions = op.Reshape(selected, flat, allowzero=1)
+    x_flat = op.Reshape(x, flat, allowzero=1)
+    values = op.Reshape(op.Expand(y, op.Shape(selected)), flat, allowzero=1)
+    if in_float:
+        result = _add_truncating(op, x_flat, positions, values, dtype, y_dtype, one_by_one=not unique and mode == "add_at")
+    elif mode == "add_at" and not unique:
         result = _scatter_add(op, x_flat, positions, values, dtype)
     else:
         if mode != "set":
@@ -327,7 +352,7 @@ def _write(op, node, x, y, read, *, mode: str, unique: bool):
             result = op.ScatterElements(x_flat, positions, values, axis=0)
         else:
             result = _scatter_last(op, x_flat, positions, values)
-    result = op.Reshape(result, op.Shape(x))
+    result = op.Reshape(result, op.Shape(x), allowzero=1)
     if x.shape is not None:
         result.shape = ir.Shape(x.shape.dims)
     return result
@@ -337,6 +362,26 @@ def _write_mode(op) -> str:
     if op.set_instead_of_inc:
         return "set"
     return "add" if getattr(op, "ignore_duplicates", False) else "add_at"
+
+
+@register_check(IncSubtensor, AdvancedIncSubtensor1, AdvancedIncSubtensor)
+def float_increment_of_integers(node):
+    """PyTensor raises NumPy's casting error for these: so does export."""
+    x, y = node.inputs[:2]
+    if node.op.set_instead_of_inc or not (np.dtype(y.type.dtype).kind == "f" and np.dtype(x.type.dtype).kind != "f"):
+        return None
+    if isinstance(node.op, IncSubtensor):
+        # NumPy's in-place add raises unless one element is indexed.
+        idx_list = node.op.idx_list
+        raises = len(idx_list) < x.type.ndim or any(isinstance(e, slice) for e in idx_list)
+    else:
+        raises = getattr(node.op, "ignore_duplicates", False)
+    if not raises:
+        return None
+    return (
+        f"incrementing {x.type.dtype} by {y.type.dtype} here raises in PyTensor (NumPy's "
+        "same_kind casting); cast the increment to the integer dtype"
+    )
 
 
 @register(IncSubtensor)

@@ -1,0 +1,81 @@
+"""Deterministic files: a canonical order for Loop-carried values, then names by position.
+
+onnxscript 0.7 orders the values a scripted loop carries as a Python set does, which depends
+on the hash seed; the order of everything else the walker emits is fixed by the PyTensor
+graph. Sorting each Loop's carried values by name and numbering names in graph order makes
+the same PyTensor graph give the same bytes in any process.
+"""
+
+import re
+
+import onnx_ir as ir
+
+_NUMBERS = re.compile(r"_\d+(?=_|$)")
+
+
+def _base(name: str | None) -> str:
+    return _NUMBERS.sub("", name or "")
+
+
+def canonical_loops(graph: ir.Graph) -> None:
+    """Order the carried values of every Loop (nested ones included) by their body names."""
+    for node in list(ir.traversal.RecursiveGraphIterator(graph)):
+        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx"):
+            continue
+        body = node.attributes["body"].as_graph()
+        count = len(node.inputs) - 2
+        perm = sorted(range(count), key=lambda i: _base(body.inputs[2 + i].name))
+        if perm == list(range(count)):
+            continue
+        inputs = list(node.inputs)
+        for j, i in enumerate(perm):
+            node.replace_input_with(2 + j, inputs[2 + i])
+        body_inputs, body_outputs = list(body.inputs), list(body.outputs)
+        body.inputs[2:] = [body_inputs[2 + i] for i in perm]
+        body.outputs[1 : 1 + count] = [body_outputs[1 + i] for i in perm]
+        outputs = list(node.outputs)
+        uses = {i: list(outputs[i].uses()) for i in range(count)}
+        is_output = {i: outputs[i].is_graph_output() for i in range(count)}
+        meta = {i: (outputs[i].name, outputs[i].type, outputs[i].shape) for i in range(count)}
+        for i in range(count):
+            outputs[i].name = f"__canonical_{i}"
+        for j, i in enumerate(perm):
+            target = outputs[j]
+            for user, index in uses[i]:
+                user.replace_input_with(index, target)
+            _, target.type, target.shape = meta[i]
+            if is_output[i]:
+                owner = node.graph
+                owner.outputs[list(owner.outputs).index(outputs[i])] = target
+        for j, i in enumerate(perm):
+            outputs[j].name = meta[i][0]
+
+
+def names_by_position(graph: ir.Graph) -> None:
+    """Name every node, and every value the graph does not expose, by its base name and its
+    position in graph order (the graph's inputs, outputs and initializers keep theirs)."""
+    kept = {v.name for v in [*graph.inputs, *graph.outputs]} | set(graph.initializers)
+    counts: dict[str, int] = {}
+
+    def fresh(base: str) -> str:
+        counts[base] = counts.get(base, 0) + 1
+        return f"{base}_{counts[base]}"
+
+    def visit(g: ir.Graph, top: bool) -> None:
+        if not top:
+            for value in [*g.inputs, *g.outputs]:
+                if value.name not in kept and value.producer() is None:
+                    value.name = fresh(_base(value.name))
+        for node in g:
+            node.name = fresh(_base(node.name) or node.op_type)
+            for value in node.outputs:
+                if value.name not in kept:
+                    value.name = fresh(_base(value.name) or "v")
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    visit(attr.as_graph(), False)
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    for sub in attr.as_graphs():
+                        visit(sub, False)
+
+    visit(graph, True)
