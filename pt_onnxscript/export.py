@@ -14,8 +14,16 @@ from pytensor.compile import Function
 from pytensor.compile.mode import Mode
 from pytensor.graph.basic import Variable
 
-from pt_onnxscript.linker import inference_session, onnx_rewrites
-from pt_onnxscript.translate import DEFAULT_OPSET, fgraph_to_model
+from pt_onnxscript.linker import (
+    EXTERNAL_DATA_BYTES,
+    inference_session,
+    model_checks,
+    onnx_rewrites,
+    raising_checks,
+    tensor_bytes,
+)
+from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset
+from pt_onnxscript.translate import fgraph_to_model
 from pt_onnxscript.types import Dim
 
 SHARED_CHOICES = ("bake", "input")
@@ -93,11 +101,46 @@ def function_to_model(
     )
 
 
-def to_proto(model: ir.Model, check: bool = True) -> onnx.ModelProto:
+def to_proto(model: ir.Model, check: bool = True, dims=None) -> onnx.ModelProto:
+    """The checked ModelProto of `model` (under 2 GB: see `save_model` for larger ones)."""
+    if tensor_bytes(model) > EXTERNAL_DATA_BYTES:
+        raise ValueError(
+            "The model holds over 2 GB of tensors, more than one ONNX file can: save it "
+            "with export_onnx(..., path) or .save(path), which write the tensors to a data "
+            "file beside it (ONNX external data)."
+        )
     proto = ir.serde.serialize_model(model)
     if check:
-        onnx.checker.check_model(proto, full_check=True)
+        _check(lambda: onnx.checker.check_model(proto, full_check=True), dims)
     return proto
+
+
+def _check(run_checker, dims) -> None:
+    try:
+        run_checker()
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
+        if not dims:
+            raise
+        raise ValueError(
+            f"The dims given ({dims}) contradict the graph: ONNX shape inference found "
+            f"sizes that cannot agree. Check each named or fixed dim. ({err})"
+        ) from err
+
+
+def save_model(model: ir.Model, path, *, external_data: bool | None = None, dims=None) -> onnx.ModelProto:
+    """Check `model` and write it to `path`; its tensors go to ``<file name>.data`` beside it
+    when `external_data` is true, or, by default, when they would not fit one file (2 GB).
+    Returns the ModelProto (without the external tensors' bytes)."""
+    path = os.fspath(path)
+    if external_data is None:
+        external_data = tensor_bytes(model) > EXTERNAL_DATA_BYTES
+    if not external_data:
+        proto = to_proto(model, dims=dims)
+        onnx.save_model(proto, path)
+        return proto
+    ir.save(model, path, external_data=os.path.basename(path) + ".data")
+    _check(lambda: onnx.checker.check_model(path, full_check=True), dims)
+    return onnx.load(path, load_external_data=False)
 
 
 def export_onnx(
@@ -108,6 +151,7 @@ def export_onnx(
     dims: Mapping[str, Sequence[Dim]] | None = None,
     shared: str = "bake",
     output_names: Sequence[str] | None = None,
+    external_data: bool | None = None,
 ) -> onnx.ModelProto:
     """Export a PyTensor graph to ONNX and return the checked model.
 
@@ -115,15 +159,19 @@ def export_onnx(
     pair. `dims` maps input names to one entry per dim: an int fixes an unknown dim, a
     string names it, None leaves it symbolic. `shared="bake"` stores shared variables as
     initializers, ``"input"`` makes them graph inputs. Updates of a compiled function are
-    extra outputs named ``<shared name>_updated``. With `path`, the model is also saved.
+    extra outputs named ``<shared name>_updated``. With `path`, the model is also saved;
+    its tensors go to ``<file name>.data`` beside it with `external_data=True`, and always
+    when they pass 2 GB (a model that large needs a `path`).
     """
+    check_opset(opset)
     model = function_to_model(
         _as_function(source), opset=opset, dims=dims, shared=shared, output_names=output_names
     )
-    proto = to_proto(model)
-    if path is not None:
-        onnx.save_model(proto, os.fspath(path))
-    return proto
+    if path is None:
+        if external_data:
+            raise ValueError("external_data=True needs a path to write the data file beside")
+        return to_proto(model, dims=dims)
+    return save_model(model, path, external_data=external_data, dims=dims)
 
 
 def _symbolic_input(name: str, spec) -> tuple[Variable, tuple[Dim, ...]]:
@@ -131,7 +179,20 @@ def _symbolic_input(name: str, spec) -> tuple[Variable, tuple[Dim, ...]]:
         return spec.type(name=name), tuple(spec.type.shape)
     if isinstance(spec, tuple) and len(spec) == 2:
         dtype, shape = TensorSpec(*spec)
-        static = tuple(d if isinstance(d, int) and not isinstance(d, bool) else None for d in shape)
+        if isinstance(shape, str) or not isinstance(shape, tuple | list):
+            raise TypeError(
+                f"The shape in the spec of input {name!r} must be a tuple with one entry per "
+                f"dim, such as ({shape!r},) for one dim, not {shape!r}"
+            )
+        for dim in shape:
+            if isinstance(dim, bool) or not (dim is None or isinstance(dim, int | str)) or (
+                isinstance(dim, int) and dim < 0
+            ):
+                raise ValueError(
+                    f"Each dim of input {name!r} must be a size >= 0, a name or None; "
+                    f"{tuple(shape)!r} has {dim!r}"
+                )
+        static = tuple(d if isinstance(d, int) else None for d in shape)
         return pt.tensor(name=name, dtype=dtype, shape=static), tuple(shape)
     raise TypeError(
         f"The spec of input {name!r} must be a PyTensor variable such as "
@@ -141,7 +202,11 @@ def _symbolic_input(name: str, spec) -> tuple[Variable, tuple[Dim, ...]]:
 
 
 class ONNXFunction:
-    """A Python function exported to ONNX: `.model`, `.save(path)`, and calls run ONNX Runtime."""
+    """A Python function exported to ONNX: `.model`, `.save(path)`, and calls run ONNX Runtime.
+
+    With ``shared="input"`` the shared variables are inputs of the model: a call feeds their
+    current values, or the arrays passed by their names as keywords.
+    """
 
     def __init__(self, fn: Callable, specs: Mapping[str, object], **export_kwargs):
         params = list(inspect.signature(fn).parameters)
@@ -152,56 +217,95 @@ class ONNXFunction:
                 f"@onnx_export of {fn.__name__}: give one input spec per parameter "
                 f"(missing: {missing}, unknown: {extra})"
             )
+        check_opset(export_kwargs.get("opset", DEFAULT_OPSET))
         self.__wrapped__ = fn
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
-        self.input_names = params
         pairs = {p: _symbolic_input(p, specs[p]) for p in params}
         self.inputs = [pairs[p][0] for p in params]
-        dims = {p: shape for p, (_, shape) in pairs.items()}
+        self._dims = {p: shape for p, (_, shape) in pairs.items()}
         outputs = fn(*self.inputs)
         self._single = isinstance(outputs, Variable)
         self.outputs = [outputs] if self._single else list(outputs)
-        model = function_to_model(
-            compile_for_export(self.inputs, self.outputs), dims=dims, **export_kwargs
-        )
-        self.model = to_proto(model)
-        self._ir_model = model
+        compiled = compile_for_export(self.inputs, self.outputs)
+        self._ir_model = function_to_model(compiled, dims=self._dims, **export_kwargs)
+        baked = export_kwargs.get("shared", "bake") == "bake"
+        fed = [spec for spec in compiled.maker.inputs if not (spec.shared and baked)]
+        names = [value.name for value in self._ir_model.graph.inputs]
+        self.input_names = names
+        self._shared = {
+            name: spec.variable for name, spec in zip(names, fed, strict=True) if spec.shared
+        }
+        self._large = tensor_bytes(self._ir_model) > EXTERNAL_DATA_BYTES
+        self.model = None if self._large else to_proto(self._ir_model, dims=self._dims)
+        self._checks = model_checks(self._ir_model)
         self._session = None
 
     @property
     def output_names(self) -> list[str]:
-        return [out.name for out in self.model.graph.output]
+        return [value.name for value in self._ir_model.graph.outputs]
 
-    def save(self, path: str | os.PathLike) -> None:
-        onnx.save_model(self.model, os.fspath(path))
+    def save(self, path: str | os.PathLike, *, external_data: bool | None = None) -> None:
+        """Write the model to `path` (its tensors to ``<file name>.data`` beside it with
+        `external_data`, and always past 2 GB)."""
+        save_model(self._ir_model, path, external_data=external_data, dims=self._dims)
 
     def __call__(self, *args, **kwargs):
+        given = {name: kwargs.pop(name) for name in list(kwargs) if name in self._shared}
         bound = inspect.signature(self.__wrapped__).bind(*args, **kwargs)
         feeds = {}
-        for var, name in zip(self.inputs, self.input_names, strict=True):
-            feeds[name] = _checked_array(bound.arguments[name], var, name)
+        for var, (name, shape) in zip(self.inputs, self._dims.items(), strict=True):
+            feeds[name] = _checked_array(bound.arguments[name], var, name, shape)
+        for name, variable in self._shared.items():
+            value = given[name] if name in given else variable.get_value(borrow=True)
+            feeds[name] = _checked_array(value, variable, name, variable.type.shape)
         if self._session is None:
             self._session = inference_session(self._ir_model)
-        results = self._session.run(None, feeds)
+        with raising_checks(self._checks):
+            results = self._session.run(None, feeds)
         return results[0] if self._single else tuple(results)
 
 
-def _checked_array(value, var: Variable, name: str) -> np.ndarray:
+def _checked_array(value, var: Variable, name: str, shape) -> np.ndarray:
+    """`value` as an array of `var`'s dtype and of `shape` (dims as the user wrote them);
+    an error rather than a conversion that changes values."""
     dtype = np.dtype(var.type.dtype)
     array = np.asarray(value)
     if array.dtype != dtype:
-        if isinstance(value, np.ndarray | np.generic) and not np.can_cast(array.dtype, dtype, "safe"):
-            raise TypeError(
-                f"Input {name!r} is {dtype}, got {array.dtype}: convert it with "
-                f".astype({dtype.name!r}) if that is what you mean."
-            )
-        array = array.astype(dtype)
+        if isinstance(value, np.ndarray | np.generic):
+            if not np.can_cast(array.dtype, dtype, "safe"):
+                raise TypeError(
+                    f"Input {name!r} is {dtype}, got {array.dtype}: convert it with "
+                    f".astype({dtype.name!r}) if that is what you mean."
+                )
+            array = array.astype(dtype)
+        else:
+            array = _converted(array, dtype, name)
     if array.ndim != var.type.ndim or any(
         s is not None and s != n for s, n in zip(var.type.shape, array.shape, strict=True)
     ):
-        raise ValueError(f"Input {name!r} has shape {array.shape}, expected {var.type.shape}")
+        raise ValueError(f"Input {name!r} has shape {array.shape}, expected {tuple(shape)!r}")
     return array
+
+
+def _converted(array: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
+    """Python numbers (lists, scalars) as `dtype`: integers and bools must keep their values;
+    floats are rounded to the nearest value of `dtype` but must not overflow."""
+    if array.dtype == object or array.dtype.kind not in "biuf":
+        raise TypeError(f"Input {name!r} must hold numbers, got {array.dtype}")
+    with np.errstate(all="ignore"):
+        converted = array.astype(dtype)
+        if dtype.kind == "f":
+            lossless = np.isinf(converted) == np.isinf(array) if array.dtype.kind == "f" else np.isfinite(converted)
+        else:
+            lossless = converted.astype(array.dtype) == array
+    if not np.all(lossless):
+        bad = array[~np.asarray(lossless)].ravel()[:3].tolist() if array.ndim else array.item()
+        raise ValueError(
+            f"Input {name!r} is {dtype}, and {bad} cannot be converted to it without changing "
+            f"values: pass values {dtype} holds, or convert them yourself with .astype({dtype.name!r})."
+        )
+    return converted
 
 
 def onnx_export(fn: Callable | None = None, /, *, opset: int = DEFAULT_OPSET, shared: str = "bake",

@@ -1,8 +1,9 @@
 """ONNXLinker and the "ONNX" mode: PyTensor functions run on ONNX Runtime."""
 
+import os
 import re
+import tempfile
 from contextlib import contextmanager
-from functools import cache
 
 import numpy as np
 import onnx_ir as ir
@@ -11,7 +12,8 @@ from pytensor.graph.rewriting.db import RewriteDatabaseQuery
 from pytensor.link.basic import JITLinker
 
 from pt_onnxscript.ops.common import CHECK
-from pt_onnxscript.translate import DEFAULT_OPSET, fgraph_to_model, min_ir_version
+from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, newest_opset  # noqa: F401
+from pt_onnxscript.translate import fgraph_to_model
 
 
 class ONNXLinker(JITLinker):
@@ -30,7 +32,7 @@ class ONNXLinker(JITLinker):
     )
 
     def __init__(self, opset: int = DEFAULT_OPSET, providers=("CPUExecutionProvider",), **kwargs):
-        self.opset = opset
+        self.opset = check_opset(opset)
         self.providers = tuple(providers)
         super().__init__(**kwargs)
 
@@ -83,16 +85,33 @@ def raising_checks(checks: dict[str, tuple[type[Exception], str]]):
         raise
 
 
+# Protobuf cannot serialize a message of 2 GiB or more; past this many bytes of tensors,
+# they go to a data file beside the model.
+EXTERNAL_DATA_BYTES = 2**31 - 2**26
+
+
+def tensor_bytes(model: ir.Model) -> int:
+    """The bytes of the model's initializers."""
+    values = model.graph.initializers.values()
+    return sum(v.const_value.nbytes for v in values if v.const_value is not None)
+
+
 def inference_session(model: ir.Model, providers=("CPUExecutionProvider",)):
-    """An ONNX Runtime session for `model`."""
+    """An ONNX Runtime session for `model` (through a temporary file with external data
+    when its tensors pass 2 GB)."""
     import onnxruntime as ort
 
-    proto = ir.serde.serialize_model(model)
     options = ort.SessionOptions()
     options.log_severity_level = 4  # failures are raised, not logged
-    return ort.InferenceSession(
-        proto.SerializeToString(), sess_options=options, providers=list(providers)
-    )
+    if tensor_bytes(model) <= EXTERNAL_DATA_BYTES:
+        proto = ir.serde.serialize_model(model)
+        return ort.InferenceSession(
+            proto.SerializeToString(), sess_options=options, providers=list(providers)
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.onnx")
+        ir.save(model, path, external_data="model.onnx.data")
+        return ort.InferenceSession(path, sess_options=options, providers=list(providers))
 
 
 def onnx_rewrites() -> RewriteDatabaseQuery:
@@ -106,31 +125,3 @@ def onnx_rewrites() -> RewriteDatabaseQuery:
 def onnx_mode(opset: int = DEFAULT_OPSET) -> Mode:
     """Mode "ONNX" for a given opset."""
     return Mode(linker=ONNXLinker(opset=opset), optimizer=RewriteDatabaseQuery(include=["fast_run"]))
-
-
-@cache
-def newest_opset() -> int:
-    """The newest opset that onnxscript, onnx and the installed ONNX Runtime all support."""
-    import onnx
-    from onnxscript.onnx_opset import all_opsets
-
-    scripted = max(version for domain, version in all_opsets if domain == "")
-    newest = DEFAULT_OPSET
-    for opset in range(DEFAULT_OPSET + 1, min(scripted, onnx.defs.onnx_opset_version()) + 1):
-        graph = ir.Graph(
-            inputs=[ir.val("x", ir.DataType.FLOAT, [1])],
-            outputs=[],
-            nodes=[],
-            opset_imports={"": opset},
-        )
-        node = ir.node("Identity", [graph.inputs[0]], num_outputs=1)
-        graph.append(node)
-        node.outputs[0].name, node.outputs[0].type = "y", ir.TensorType(ir.DataType.FLOAT)
-        node.outputs[0].shape = ir.Shape([1])
-        graph.outputs.append(node.outputs[0])
-        try:
-            inference_session(ir.Model(graph, ir_version=min_ir_version(opset)))
-        except Exception:
-            break
-        newest = opset
-    return newest

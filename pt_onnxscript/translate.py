@@ -17,6 +17,7 @@ from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
+from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, min_ir_version
 from pt_onnxscript.naming import canonical_loops, names_by_position
 from pt_onnxscript.registry import (
     blockwise_translation_for,
@@ -24,9 +25,15 @@ from pt_onnxscript.registry import (
     scalar_translation_for,
     translation_for,
 )
-from pt_onnxscript.types import Dim, as_ir_tensor, check_tensor_variable, onnx_dtype, value_shape
+from pt_onnxscript.types import (
+    Dim,
+    as_ir_tensor,
+    check_not_sparse,
+    check_tensor_variable,
+    onnx_dtype,
+    value_shape,
+)
 
-DEFAULT_OPSET = 18
 
 try:
     __version__ = version("pt-onnxscript")
@@ -268,10 +275,6 @@ def _unique(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def min_ir_version(opset: int) -> int:
-    return onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)])
-
-
 def fgraph_to_model(
     fgraph: FunctionGraph,
     *,
@@ -287,10 +290,14 @@ def fgraph_to_model(
     `baked` maps fgraph inputs to values stored as initializers instead of graph inputs;
     `dims` maps input names to the names or sizes of their unknown dims.
     """
-    nodes = fgraph.toposort()
-    check_supported(nodes)
+    check_opset(opset)
     for var in list(fgraph.inputs) + list(fgraph.outputs):
         check_tensor_variable(var)
+    nodes = fgraph.toposort()
+    for node in nodes:
+        for var in node.outputs:
+            check_not_sparse(var)
+    check_supported(nodes)
     baked = baked or {}
     dims = dict(dims or {})
 

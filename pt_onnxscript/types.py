@@ -36,8 +36,22 @@ def onnx_dtype(dtype: str) -> ir.DataType:
         ) from None
 
 
+def check_not_sparse(var: Variable) -> None:
+    """Raise a TypeError naming `var` if it is sparse (a subclass of the dense tensor type)."""
+    if _is_sparse(var):
+        raise TypeError(
+            f"Variable {var} of type {var.type} is sparse: ONNX export supports dense tensors "
+            "only. Convert it with pytensor.sparse.dense_from_sparse (or .toarray()) first."
+        )
+
+
+def _is_sparse(var: Variable) -> bool:
+    return type(var.type).__module__.startswith("pytensor.sparse")
+
+
 def check_tensor_variable(var: Variable) -> None:
-    """Raise a TypeError naming `var` unless it is a tensor of a supported dtype."""
+    """Raise a TypeError naming `var` unless it is a dense tensor of a supported dtype."""
+    check_not_sparse(var)
     if not isinstance(var.type, TensorType):
         raise TypeError(
             f"Variable {var} of type {var.type} is not a tensor: ONNX export supports "
@@ -60,6 +74,11 @@ def value_shape(var: Variable, dims: Sequence[Dim] | None, name: str) -> list[Di
     static = var.type.shape
     if dims is None:
         dims = [None] * len(static)
+    if isinstance(dims, str) or not isinstance(dims, Sequence):
+        raise TypeError(
+            f"the dims of {name!r} must be a tuple with one entry per dim, such as "
+            f"('batch', 4), not {dims!r}"
+        )
     if len(dims) != len(static):
         raise ValueError(
             f"dims for {name!r} has {len(dims)} entries, but {name!r} has "
@@ -67,11 +86,13 @@ def value_shape(var: Variable, dims: Sequence[Dim] | None, name: str) -> list[Di
         )
     shape: list[Dim] = []
     for i, (known, given) in enumerate(zip(static, dims, strict=True)):
+        if isinstance(given, int) and not isinstance(given, bool) and given < 0:
+            raise ValueError(f"dim {i} of {name!r} is {given} in {tuple(dims)!r}: sizes are >= 0")
         if known is not None:
             if given is not None and given != known:
                 raise ValueError(
                     f"dim {i} of {name!r} is {known} in the PyTensor graph; it cannot "
-                    f"be exported as {given!r}."
+                    f"be exported as {given!r} (dims given: {tuple(dims)!r})."
                 )
             shape.append(known)
         elif given is None:

@@ -261,3 +261,115 @@ def test_exports_are_byte_identical_across_runs_and_hash_seeds():
     scope = {}
     exec(DETERMINISM_SCRIPT, scope)
     assert scope["model_bytes"]() == scope["model_bytes"]() == files[0]
+
+
+@pytest.mark.parametrize("opset", [11, 13, 17, 10_000, "18", 18.0])
+def test_unsupported_opsets_fail_at_once_naming_the_range(opset):
+    x = pt.vector("x")
+    match = rf"opset {opset!r} is not supported: pt_onnxscript writes opsets 18 to {newest_opset()}"
+    with pytest.raises(ValueError, match=match):
+        export_onnx(([x], [x * 2]), opset=opset)
+    with pytest.raises(ValueError, match=match):
+        onnx_export(x=("float64", (None,)), opset=opset)(lambda x: x * 2)
+    from pt_onnxscript import onnx_mode
+
+    with pytest.raises(ValueError, match=match):
+        onnx_mode(opset)
+
+
+def test_decorator_spec_shapes_are_checked_and_printed_as_written():
+    with pytest.raises(TypeError, match=r"must be a tuple with one entry per dim, such as \('batch',\)"):
+        onnx_export(x=("float32", "batch"))(lambda x: x)
+    with pytest.raises(ValueError, match=r"size >= 0.*-3"):
+        onnx_export(x=("float32", ("batch", -3)))(lambda x: x)
+    with pytest.raises(TypeError, match="must be a tuple"):
+        v = pt.vector("x")
+        export_onnx(([v], [v * 2]), dims={"x": "batch"})
+
+    @onnx_export(x=("float32", ("batch", 4)))
+    def f(x):
+        return x + 1
+
+    with pytest.raises(ValueError, match=r"expected \('batch', 4\)"):
+        f(np.ones((2, 3), "float32"))
+
+
+def test_dims_that_contradict_the_graph_are_a_clear_error():
+    x = pt.vector("x")
+    y = pt.vector("y")
+    with pytest.raises(ValueError, match=r"dims given .* contradict the graph"):
+        export_onnx(([x, y], [x + y]), dims={"x": (3,), "y": (4,)})
+
+
+def test_decorator_refuses_lossy_conversions_of_python_values():
+    @onnx_export(i=("int32", (None,)), u=("uint8", (None,)), f=("float32", (None,)))
+    def g(i, u, f):
+        return i * 2, u + 1, f * 2
+
+    assert_same(g([1, 2], [3, 255], [0.5, 1e38])[0], np.array([2, 4], "int32"))
+    with pytest.raises(ValueError, match=r"'i' is int32, and \[1.7, 2.2\] cannot be converted"):
+        g([1.7, 2.2], [1], [1.0])
+    with pytest.raises(ValueError, match=r"'u' is uint8, and \[300, -1\]"):
+        g([1], [300, -1], [1.0])
+    with pytest.raises(ValueError, match=r"'f' is float32, and \[1e\+300\]"):
+        g([1], [1], [1e300])
+    with pytest.raises(ValueError, match=r"'i' is int32"):
+        g([2**40], [1], [1.0])
+
+
+def test_decorator_with_shared_inputs_feeds_their_values():
+    w = pytensor.shared(np.array([1.0, 2.0]), name="W")
+
+    @onnx_export(x=("float64", (2,)), shared="input")
+    def scale(x):
+        return x * w
+
+    assert scale.input_names == ["x", "W"]
+    assert_same(scale(np.ones(2)), np.array([1.0, 2.0]))
+    w.set_value(np.array([3.0, 4.0]))
+    assert_same(scale(np.ones(2)), np.array([3.0, 4.0]))
+    assert_same(scale(np.ones(2), W=np.array([5.0, 6.0])), np.array([5.0, 6.0]))
+
+
+def test_sparse_and_non_tensor_variables_are_type_errors_naming_them():
+    import pytensor.sparse as ps_sparse
+
+    s = ps_sparse.csr_matrix("s", dtype="float64")
+    with pytest.raises(TypeError, match="s.*sparse"):
+        export_onnx(([s], [ps_sparse.dense_from_sparse(s) * 2]))
+    rng = pytensor.shared(np.random.default_rng(0), name="my_rng")
+    draw = pt.random.normal(0, 1, size=(2,), rng=rng)
+    with pytest.raises(TypeError, match="my_rng"):
+        export_onnx(([], [draw]), shared="input")
+
+
+def test_small_model_forced_to_external_data(tmp_path):
+    w = pytensor.shared(np.arange(1000.0), name="w")
+    x = pt.vector("x")
+    path = tmp_path / "m.onnx"
+    model = export_onnx(([x], [x * w[:3]]), path, external_data=True)
+    assert (tmp_path / "m.onnx.data").stat().st_size >= 8000
+    assert path.stat().st_size < 8000
+    assert model.graph.initializer[0].data_location == onnx.TensorProto.EXTERNAL
+    onnx.checker.check_model(str(path), full_check=True)
+    assert_same(run(str(path), x=np.ones(3))[0], np.arange(3.0))
+    loaded = onnx.load(str(path))
+    assert_same(onnx.numpy_helper.to_array(loaded.graph.initializer[0])[:3], np.arange(3.0))
+    with pytest.raises(ValueError, match="needs a path"):
+        export_onnx(([x], [x * w[:3]]), external_data=True)
+
+
+def test_model_over_two_gigabytes_uses_external_data(tmp_path):
+    n = 2**31 // 4 + 1024  # float32: just over 2 GB
+    w = pytensor.shared(np.ones(n, "float32"), name="w", shape=(n,), borrow=True)
+    x = pt.vector("x", dtype="float32")
+    out = x * w[:3]
+    path = tmp_path / "big.onnx"
+    model = export_onnx(([x], [out]), path)
+    assert (tmp_path / "big.onnx.data").stat().st_size >= 2**31
+    assert model.ByteSize() < 2**20
+    assert_same(run(str(path), x=np.ones(3, "float32"))[0], np.ones(3, "float32"))
+    with pytest.raises(ValueError, match="over 2 GB"):
+        export_onnx(([x], [out]))
+    fn = pytensor.function([x], out, mode="ONNX")
+    assert_same(fn(np.full(3, 2, "float32")), np.full(3, 2, "float32"))
