@@ -414,3 +414,22 @@ def compiled_cast():
     x = pt.vector("x", dtype="float64")
     out = pt.cast(x, "float16")
     return pytensor.function([x], out, mode=onnx_mode()), pytensor.function([x], out, mode=PY_MODE)
+
+
+def test_negative_zero_survives_switch_and_clip():
+    x = pt.vector("x")
+    y = pt.vector("y")
+    # (No infinities: PyTensor's rewrites turn -0.0 * x into -0.0, also for x = inf.)
+    xv = np.array([1.0, -2.0, 0.0, -0.0, np.nan, 5.0])
+    yv = np.array([-0.0, -0.0, 3.0, -0.0, 0.0, -0.0])
+    outs = [
+        1 / pt.switch(x > 0, -0.0 * x, 1),
+        1 / pt.switch(x > 0, x * y, y),
+        1 / pt.switch(x > 0, 2.0, y),
+        1 / pt.switch(x > 0, y, 2.0),
+        1 / pt.clip(x, -0.0, 1.0),
+        1 / pt.clip(y, -1.0, -0.0),
+        1 / pt.clip(x, y, 1.0),
+    ]
+    _, results = compare_onnx_and_py([x, y], outs, [xv, yv])
+    assert results[0][0] == -np.inf

@@ -32,12 +32,35 @@ WHERE_DTYPE = {"bool": "uint8", "int16": "int32", "uint16": "uint32", "uint64": 
 
 
 def where(op, cond, a, b, dtype: str):
-    """Where(cond, a, b) for values of PyTensor dtype `dtype`."""
+    """Where(cond, a, b) for values of PyTensor dtype `dtype`.
+
+    ONNX Runtime's Where turns a -0.0 taken from `a` (not from `b`) into +0.0. A constant
+    without -0.0 goes first, as is, or the condition is negated to put it there; otherwise
+    the zeros taken from a -0.0 in `a` get their sign back by a multiplication by -1.
+    """
     via = WHERE_DTYPE.get(dtype)
+    if np.dtype(dtype).kind == "f":
+        if _no_negative_zero(a):
+            return op.Where(cond, a, b)
+        if _no_negative_zero(b):
+            return op.Where(op.Not(cond), b, a)
+        zero = constant(op, 0, dtype)
+        negative_zero = op.And(op.Equal(a, zero), op.Less(op.Div(constant(op, 1, dtype), a), zero))
+        sign = op.Where(op.And(cond, negative_zero), constant(op, -1, dtype), constant(op, 1, dtype))
+        return op.Mul(op.Where(cond, a, b), sign)
     if via is None:
         return op.Where(cond, a, b)
     to, back = onnx_dtype(via), onnx_dtype(dtype)
     return op.Cast(op.Where(cond, op.Cast(a, to=to), op.Cast(b, to=to)), to=back)
+
+
+def _no_negative_zero(value) -> bool:
+    """Whether `value` is a constant known to hold no -0.0."""
+    tensor = value.const_value
+    if tensor is None:
+        return False
+    array = tensor.numpy()
+    return not np.any((array == 0) & np.signbit(array))
 
 
 CHECK = "pt_onnxscript.check"
