@@ -266,6 +266,25 @@ def translate_inner_graph(op, inner_inputs, inner_outputs, inner_nodes, outer_va
     return [values[var] if var in values else constant_value(op, var) for var in inner_outputs]
 
 
+def rewrite_inner_graphs(nodes: Sequence[Apply]) -> None:
+    """Give the inner graphs of Scan nodes (nested ones included) the rewrites of mode "ONNX",
+    as the outer graph had: log(1 + x) becomes log1p(x) there too.
+
+    They are rewritten in place, once per Op, as PyTensor's JAX and Numba backends do.
+    """
+    from pytensor.compile import optdb
+    from pytensor.scan.op import Scan
+
+    from pt_onnxscript.linker import onnx_rewrites
+
+    for node in nodes:
+        op = node.op
+        if isinstance(op, Scan) and not getattr(op, "_pt_onnxscript_rewritten", False):
+            optdb.query(onnx_rewrites())(op.fgraph)
+            op._pt_onnxscript_rewritten = True
+            rewrite_inner_graphs(op.fgraph.toposort())
+
+
 def _unique(name: str, taken: set[str]) -> str:
     candidate, suffix = name, 1
     while candidate in taken:
@@ -294,6 +313,7 @@ def fgraph_to_model(
     for var in list(fgraph.inputs) + list(fgraph.outputs):
         check_tensor_variable(var)
     nodes = fgraph.toposort()
+    rewrite_inner_graphs(nodes)
     for node in nodes:
         for var in node.outputs:
             check_not_sparse(var)

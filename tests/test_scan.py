@@ -117,3 +117,10 @@ def test_loops_nested_in_loops(rng):
 
     out = scan(step, sequences=[x], outputs_info=[pt.ones(())])
     compare_onnx_and_py([x], out, [rng.normal(size=(4, 3))])
+
+
+def test_inner_graphs_get_the_outer_rewrites():
+    v = pt.vector("v", dtype="float32")
+    ys = pytensor.scan(lambda x: pt.log(1 + x), sequences=[v], return_updates=False)
+    fn = pytensor.function([v], ys, mode="ONNX")
+    np.testing.assert_allclose(fn(np.array([1e-8, 1e-3], "float32")), np.log1p([1e-8, 1e-3]).astype("float32"), rtol=1e-6)
