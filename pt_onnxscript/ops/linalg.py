@@ -159,7 +159,7 @@ def lu_eliminate(op, a, b, dtype: str):
         return [m, swaps, pivots]
 
     batch = op.Shape(a, start=0, end=-2)
-    m, swaps, pivots = _loop(
+    m, swaps, pivots = loop(
         op, n,
         [augmented, op.Expand(_int(op, 0), batch), op.Mul(_diagonal(op, a, index), zero)],
         step, "lu",
