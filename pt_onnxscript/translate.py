@@ -5,7 +5,6 @@ from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 from onnxscript import GraphBuilder

@@ -125,7 +125,6 @@ def searchsorted(op, node, x, v, sorter=None):
     if sorter is not None:
         x = op.Gather(x, sorter, axis=0)
     dtype = node.inputs[0].type.dtype
-    common = node.inputs[1].type.dtype
     vs = op.Unsqueeze(v, constant(op, [-1], "int64"))
     if dtype.startswith("float"):
         before = _before(op, x, vs, node.op.side)
