@@ -79,3 +79,24 @@ def test_xlogx_and_xlogy0():
     y = pt.vector("y")
     values = [np.array([0.0, 0.5, 2.0, -1.0, np.nan, 0.0]), np.array([3.0, 0.0, 2.0, 1.0, 1.0, np.inf])]
     compare_onnx_and_py([x, y], [xlogx.xlogx(x), xlogx.xlogy0(x, y)], values)
+
+
+def test_erfc_tail_and_erfcx_of_negatives_to_a_few_ulp_of_mpmath():
+    """Against mpmath: SciPy's own erfc (x > 20) and erfcx (x < -20) are ~250 ulp off there."""
+    import mpmath
+    import pytensor
+    import pytensor.tensor as pt
+
+    mpmath.mp.dps = 40
+    x = pt.dvector("x")
+    fn = pytensor.function([x], [pt.erfc(x), pt.erfcx(x)], mode="ONNX")
+    rng = np.random.default_rng(7)
+    pos = np.concatenate([[25.25, 26.1, 20.0001], rng.uniform(1.25, 26.5, 100)])
+    neg = np.concatenate([[-25.25, -26.1, -20.0001], -rng.uniform(0.5, 26, 100)])
+    erfc = fn(pos)[0]
+    erfcx = fn(neg)[1]
+    exact_erfc = np.array([float(mpmath.erfc(mpmath.mpf(v))) for v in pos])
+    exact_erfcx = np.array([float(mpmath.exp(mpmath.mpf(v) ** 2) * mpmath.erfc(mpmath.mpf(v))) for v in neg])
+    ulp = np.finfo(float).eps
+    assert np.max(np.abs(erfc / exact_erfc - 1)) < 4 * ulp
+    assert np.max(np.abs(erfcx / exact_erfcx - 1)) < 4 * ulp

@@ -375,6 +375,15 @@ ERFC_SB = np.array(
 )
 ERFC_SPLIT = np.array(1 / 0.35)
 MAXLOG = np.array(7.09782712893383996843e2)  # SciPy's erfc is 0 once x*x > MAXLOG
+SPLITTER = np.array(2.0**27 + 1)  # Veltkamp's constant for float64
+
+
+@script()
+def split_high(x: TFloat) -> TFloat:
+    """x rounded to its upper 26 bits (Veltkamp's split, float64): h*h is exact and so is
+    x - h. (Rounding through a float16 Cast is not: ONNX Runtime removes the Cast pair.)"""
+    c = x * op18.CastLike(SPLITTER, x)
+    return c - (c - x)
 
 
 @script()
@@ -423,8 +432,8 @@ def erfc_tail_exponent(a: TFloat) -> TFloat:
 @script()
 def _erfc_tail(a: TFloat) -> TFloat:
     """erfc(a) for a >= 1.25; SciPy's 0 once a*a > MAXLOG."""
-    # -a*a = -h*h + (h - a)(h + a) with h = a rounded to 11 bits (float16), so h*h is exact.
-    h = op18.CastLike(op18.Cast(a, to=10), a)
+    # -a*a = -h*h + (h - a)(h + a) with h = a rounded to 26 bits, so h*h is exact.
+    h = split_high(a)
     r_s = erfc_tail_exponent(a)
     tail = op18.Exp(-h * h - op18.CastLike(0.5625, a)) * op18.Exp((h - a) * (h + a) + r_s) / a
     return op18.Where(a * a > op18.CastLike(MAXLOG, a), op18.CastLike(0.0, a), tail)

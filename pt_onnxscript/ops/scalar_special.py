@@ -20,6 +20,7 @@ from pt_onnxscript.ops.scalar_math import (
     erfc_tail_exponent,
     expm1,
     log1p,
+    split_high,
     tan_float64,
 )
 from pt_onnxscript.registry import register_scalar
@@ -213,9 +214,9 @@ def erfcx(x: DOUBLE[...]) -> DOUBLE[...]:
     series = ((((((c[7] * s + c[6]) * s + c[5]) * s + c[4]) * s + c[3]) * s + c[2]) * s + c[1]) * s + c[0]
     asymptotic = op18.CastLike(INV_SQRT_PI, x) * series / a
     far = op18.Where(a < op18.CastLike(28.0, x), tail, asymptotic)
-    # exp(x^2) = exp(h^2) exp((x - h)(x + h)), h = x rounded to 11 bits so h^2 is exact.
+    # exp(x^2) = exp(h^2) exp((x - h)(x + h)), h = x rounded to 26 bits so h^2 is exact.
     b = op18.Min(op18.Abs(x), op18.CastLike(27.0, x))
-    hb = op18.CastLike(op18.Cast(b, to=10), x)
+    hb = split_high(b)
     exp_square = op18.Exp(hb * hb) * op18.Exp((b - hb) * (b + hb))
     exp_square = op18.Where(op18.Abs(x) > op18.CastLike(27.0, x), op18.CastLike(INF, x), exp_square)
     near = exp_square * erfc(x)
@@ -368,7 +369,7 @@ def _erfinv_guess(y: DOUBLE[...], w: DOUBLE[...]) -> DOUBLE[...]:
 @script()
 def _gauss(x: DOUBLE[...]) -> DOUBLE[...]:
     """2/sqrt(pi) exp(-x^2), with x^2 split so that exp sees it exactly."""
-    h = op18.CastLike(op18.Cast(x, to=10), x)
+    h = split_high(x)
     return op18.CastLike(TWO_OVER_SQRT_PI, x) * op18.Exp(-h * h) * op18.Exp((h - x) * (h + x))
 
 
