@@ -453,15 +453,13 @@ _UNARY = {
     ps.Log: "Log",
     ps.Exp: "Exp",
     ps.Sqrt: "Sqrt",
-    ps.Cos: "Cos",
-    ps.Sin: "Sin",
     ps.Tanh: "Tanh",
 }
 
 
 @register_scalar(*_UNARY)
 def unary(op, node, x):
-    """Ceil, Floor, RoundHalfToEven, Reciprocal, Log, Exp, Sqrt, Cos, Sin, Tanh -> the ONNX op."""
+    """Ceil, Floor, RoundHalfToEven, Reciprocal, Log, Exp, Sqrt, Tanh -> the ONNX op."""
     (x,) = cast_inputs_to_output(op, node, [x])
     return getattr(op, _entry(_UNARY, node.op))(x)
 

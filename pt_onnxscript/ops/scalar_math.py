@@ -221,6 +221,73 @@ def tan_float64(x: DOUBLE[...]) -> DOUBLE[...]:
     return op18.Where(op18.Abs(x) > zero, result, x)
 
 
+# fdlibm's __kernel_sin and __kernel_cos on [-pi/4, pi/4].
+SIN_S = np.array(
+    [
+        -1.66666666666666324348e-01,
+        8.33333333332248946124e-03,
+        -1.98412698298579493134e-04,
+        2.75573137070700676789e-06,
+        -2.50507602534068634195e-08,
+        1.58969099521155010221e-10,
+    ]
+)
+COS_C = np.array(
+    [
+        4.16666666666666019037e-02,
+        -1.38888888888741095749e-03,
+        2.48015872894767294178e-05,
+        -2.75573143513906633035e-07,
+        2.08757232129817482790e-09,
+        -1.13596475577881948265e-11,
+    ]
+)
+
+
+@script()
+def _sin_cos_reduced(x: DOUBLE[...], quarters: DOUBLE[...]) -> DOUBLE[...]:
+    """sin(x + quarters pi/2) (quarters is 0 or 1, 1 giving cos(x)): r = x - k pi/2 by Cody and Waite (four parts of pi/2: exact for
+    |k| < 2**20), fdlibm's kernels for sin(r) and cos(r), chosen and signed by k mod 4."""
+    half = op18.CastLike(0.5, x)
+    one = op18.CastLike(1.0, x)
+    two = op18.CastLike(2.0, x)
+    four = op18.CastLike(4.0, x)
+    pio2 = op18.CastLike(PIO2_PARTS, x)
+    s = op18.CastLike(SIN_S, x)
+    c = op18.CastLike(COS_C, x)
+    k = op18.Round(x * op18.CastLike(TWO_OVER_PI, x))
+    r = (((x - k * pio2[0]) - k * pio2[1]) - k * pio2[2]) - k * pio2[3]
+    z = r * r
+    sin_tail = s[1] + z * (s[2] + z * (s[3] + z * (s[4] + z * s[5])))
+    sin_r = r + z * r * (s[0] + z * sin_tail)
+    cos_poly = z * (c[0] + z * (c[1] + z * (c[2] + z * (c[3] + z * (c[4] + z * c[5])))))
+    hz = half * z
+    w = one - hz
+    cos_r = w + (((one - w) - hz) + z * cos_poly)
+    # Quadrant q = k mod 4: sin(x) is sin_r, cos_r, -sin_r, -cos_r; cos(x) is sin(x + pi/2).
+    q = k - four * op18.Floor(k / four) + quarters
+    q = q - four * op18.Floor(q / four)
+    odd = op18.Equal(q - two * op18.Floor(q * half), one)
+    sign = one - two * op18.CastLike(q >= two, x)
+    return op18.Where(odd, cos_r, sin_r) * sign
+
+
+@script()
+def sin_float64(x: DOUBLE[...]) -> DOUBLE[...]:
+    """sin(x) to a few ulp of NumPy for |x| < 2**20 (ONNX Runtime's Sin above, which loses
+    relative accuracy near its zeros); sin(-0.0) = -0.0."""
+    reduced = _sin_cos_reduced(x, op18.CastLike(0.0, x))
+    result = op18.Where(op18.Abs(x) < op18.CastLike(TAN_REDUCTION_LIMIT, x), reduced, op18.Sin(x))
+    return op18.Where(op18.Abs(x) > op18.CastLike(0.0, x), result, x)
+
+
+@script()
+def cos_float64(x: DOUBLE[...]) -> DOUBLE[...]:
+    """cos(x) to a few ulp of NumPy for |x| < 2**20 (ONNX Runtime's Cos above)."""
+    reduced = _sin_cos_reduced(x, op18.CastLike(1.0, x))
+    return op18.Where(op18.Abs(x) < op18.CastLike(TAN_REDUCTION_LIMIT, x), reduced, op18.Cos(x))
+
+
 # Cephes atan on [0, 0.66]: atan(w) = w + w z P(z) / Q(z), z = w*w.
 ATAN_P = np.array(
     [
@@ -375,14 +442,20 @@ ERFC_SB = np.array(
 )
 ERFC_SPLIT = np.array(1 / 0.35)
 MAXLOG = np.array(7.09782712893383996843e2)  # SciPy's erfc is 0 once x*x > MAXLOG
-SPLITTER = np.array(2.0**27 + 1)  # Veltkamp's constant for float64
+# Veltkamp's constants 2**s + 1, leaving p - s bits in the upper part of a p-bit significand:
+# 24 for float64, 11 for float32, so h*h (and -h*h - 0.5625, below 2**10) is exact.
+SPLITTERS = np.array([2.0**29 + 1, 2.0**13 + 1])
+STEP_BELOW_FLOAT32 = np.array(2.0**-40)  # 1 + this is 1 in float32, not in float64
 
 
 @script()
 def split_high(x: TFloat) -> TFloat:
-    """x rounded to its upper 26 bits (Veltkamp's split, float64): h*h is exact and so is
-    x - h. (Rounding through a float16 Cast is not: ONNX Runtime removes the Cast pair.)"""
-    c = x * op18.CastLike(SPLITTER, x)
+    """x rounded to the upper part of its significand (Veltkamp's split): h*h is exact, and so
+    is x - h, whatever ONNX Runtime's optimizer does (it may remove a Cast pair)."""
+    one = op18.CastLike(1.0, x)
+    splitters = op18.CastLike(SPLITTERS, x)
+    wide = (one + op18.CastLike(STEP_BELOW_FLOAT32, x)) > one
+    c = x * op18.Where(wide, splitters[0], splitters[1])
     return c - (c - x)
 
 
@@ -432,7 +505,7 @@ def erfc_tail_exponent(a: TFloat) -> TFloat:
 @script()
 def _erfc_tail(a: TFloat) -> TFloat:
     """erfc(a) for a >= 1.25; SciPy's 0 once a*a > MAXLOG."""
-    # -a*a = -h*h + (h - a)(h + a) with h = a rounded to 26 bits, so h*h is exact.
+    # -a*a = -h*h + (h - a)(h + a) with h = a rounded to 24 bits, so h*h is exact.
     h = split_high(a)
     r_s = erfc_tail_exponent(a)
     tail = op18.Exp(-h * h - op18.CastLike(0.5625, a)) * op18.Exp((h - a) * (h + a) + r_s) / a
@@ -506,6 +579,8 @@ def _as_output(op, node, value, dtype: str):
 # or a scripted function.
 _UNARY = {
     ps.Tan: (tan_float64, "Tan"),
+    ps.Sin: (sin_float64, "Sin"),
+    ps.Cos: (cos_float64, "Cos"),
     ps.Sinh: (sinh, "Sinh"),
     ps.Cosh: (cosh, "Cosh"),
     ps.ArcSinh: (arcsinh, "Asinh"),

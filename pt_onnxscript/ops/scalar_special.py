@@ -214,7 +214,7 @@ def erfcx(x: DOUBLE[...]) -> DOUBLE[...]:
     series = ((((((c[7] * s + c[6]) * s + c[5]) * s + c[4]) * s + c[3]) * s + c[2]) * s + c[1]) * s + c[0]
     asymptotic = op18.CastLike(INV_SQRT_PI, x) * series / a
     far = op18.Where(a < op18.CastLike(28.0, x), tail, asymptotic)
-    # exp(x^2) = exp(h^2) exp((x - h)(x + h)), h = x rounded to 26 bits so h^2 is exact.
+    # exp(x^2) = exp(h^2) exp((x - h)(x + h)), h = x rounded to 24 bits so h^2 is exact.
     b = op18.Min(op18.Abs(x), op18.CastLike(27.0, x))
     hb = split_high(b)
     exp_square = op18.Exp(hb * hb) * op18.Exp((b - hb) * (b + hb))
