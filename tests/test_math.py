@@ -129,3 +129,11 @@ def test_integer_dot_with_any_inner_dim(dtype, inner):
     a = np.full((2, inner), info.max, dtype)
     b = np.full((inner, 3), info.max - 1, dtype)
     compare_onnx_and_py([x, y], pt.dot(x, y), [a, b])
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_uint64_max_min_argmax_over_the_whole_range(axis):
+    x = pt.matrix("x", dtype="uint64")
+    top = np.iinfo("uint64").max
+    value = np.array([[0, top, 2**63], [2**63 - 1, 5, top - 1]], dtype="uint64")
+    compare_onnx_and_py([x], [pt.max(x, axis=axis), pt.min(x, axis=axis), pt.argmax(x, axis=axis), pt.argmin(x, axis=axis)], [value])

@@ -56,6 +56,9 @@ def careduce(op, node, x):
         x = op.Where(op.Equal(x, op.CastLike(0, x)), op.CastLike(1, x), x)
     if in_dtype != acc:
         x = op.Cast(x, to=onnx_dtype(acc))
+    if acc == "uint64" and name in ("ReduceMax", "ReduceMin"):
+        result = _from_ordered(op, getattr(op, name)(_to_ordered(op, x), _int(op, axes), keepdims=0))
+        return _raise_if_empty(op, node, x, axes, result, _no_identity(name))
     if name in ("ReduceSum", "ReduceProd") and np.dtype(acc).kind != "f":
         rows = _reduced_last(op, x, axes, ndim)
         result = _integer_sum(op, rows) if name == "ReduceSum" else _integer_prod(op, rows, ndim - len(axes))
@@ -66,9 +69,7 @@ def careduce(op, node, x):
             nan = op.Cast(op.IsNaN(x), to=ir.DataType.UINT8)
             any_nan = op.Cast(op.ReduceMax(nan, _int(op, axes), keepdims=0), to=ir.DataType.BOOL)
             result = op.Where(any_nan, op.CastLike(np.nan, result), result)
-        what = "maximum" if name == "ReduceMax" else "minimum"
-        message = f"zero-size array to reduction operation {what} which has no identity"
-        result = _raise_if_empty(op, node, x, axes, result, message)
+        result = _raise_if_empty(op, node, x, axes, result, _no_identity(name))
     if acc != node.outputs[0].type.dtype:
         result = op.Cast(result, to=out_dtype(node))
     return result
@@ -76,6 +77,22 @@ def careduce(op, node, x):
 
 def _int(op, value):
     return constant(op, value, "int64")
+
+
+def _no_identity(name: str) -> str:
+    what = "maximum" if name == "ReduceMax" else "minimum"
+    return f"zero-size array to reduction operation {what} which has no identity"
+
+
+def _to_ordered(op, x):
+    """uint64 `x` as the int64 values in the same order (ONNX Runtime has no uint64 ReduceMax,
+    ReduceMin or ArgMax): its bits, shifted by 2**63 modulo 2**64."""
+    return op.Add(op.Cast(x, to=ir.DataType.INT64), _int(op, np.iinfo(np.int64).min))
+
+
+def _from_ordered(op, x):
+    """The uint64 values of `_to_ordered`'s results."""
+    return op.Cast(op.Add(x, _int(op, np.iinfo(np.int64).min)), to=ir.DataType.UINT64)
 
 
 def _raise_if_empty(op, node, x, axes, result, message):
@@ -135,6 +152,8 @@ def argmax(op, node, x, *axis_input):
     original = x
     if dtype in ORDERED:
         x = op.Cast(x, to=onnx_dtype(ORDERED[dtype]))
+    elif dtype == "uint64":
+        x = _to_ordered(op, x)
     if len(axes) != 1:
         x = _reduced_last(op, x, axes, ndim)
     axis = axes[0] if len(axes) == 1 else ndim - len(axes)
@@ -144,13 +163,6 @@ def argmax(op, node, x, *axis_input):
         any_nan = op.Cast(op.ReduceMax(nan, _int(op, [axis]), keepdims=0), to=ir.DataType.BOOL)
         result = op.Where(any_nan, op.ArgMax(nan, axis=axis, keepdims=0), result)
     return _raise_if_empty(op, node, original, axes, result, "attempt to get argmax of an empty sequence")
-
-
-@register_check(Argmax)
-def argmax_of_uint64(node):
-    if node.inputs[0].type.dtype == "uint64":
-        return "argmax of uint64 has no exact ONNX translation (ONNX Runtime's ArgMax has no uint64 kernel)"
-    return None
 
 
 # Integers ONNX Runtime's MatMul lacks (its unsigned kernels also fail on an empty inner dim)
@@ -172,9 +184,6 @@ def reduction_kind(node):
     scalar_op = type(node.op.scalar_op)
     if not any(issubclass(scalar_op, cls) for cls in REDUCTIONS):
         return f"no ONNX reduction for CAReduce({scalar_op.__name__})"
-    acc = getattr(node.op, "acc_dtype", None) or node.outputs[0].type.dtype
-    if acc == "uint64" and issubclass(scalar_op, ps.ScalarMaximum | ps.ScalarMinimum):
-        return "max and min of uint64 have no ONNX Runtime kernel"
     return None
 
 
