@@ -119,3 +119,15 @@ def test_shape_idioms(rng):
         pt.roll(y, 2, axis=1), pt.swapaxes(x, 0, 2),
     ]
     compare_onnx_and_py([x, y], outs, [rng.normal(size=(2, 1, 3)), rng.normal(size=(2, 3))])
+
+
+def test_alloc_with_a_constant_zero_size_survives_onnx_runtimes_optimizer():
+    import pytensor
+
+    x = pt.scalar("x")
+    a = pt.alloc(x, 0, 0, 1)
+    outs = [a[a > 0], a[(a > 0).any(axis=-1)], pt.alloc(x, 2, 0) + 1]
+    for out in outs:
+        compare_onnx_and_py([x], out, [np.array(1.0)])
+    fn = pytensor.function([x], outs[0], mode="ONNX")
+    assert fn(1.0).shape == (0,)

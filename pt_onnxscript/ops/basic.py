@@ -32,7 +32,12 @@ def shape_vector(op, dims):
 
 @register(Alloc)
 def alloc(op, node, value, *shape):
-    """Alloc -> Expand of the value to the given shape."""
+    """Alloc -> Expand of the value to the given shape; an empty tensor from ConstantOfShape
+    when a size is a constant 0 (ONNX Runtime's optimizer drops an Expand to a constant shape
+    with a 0, leaving the value's own shape: the file is right, the session is not)."""
+    if any(isinstance(var, Constant) and var.data == 0 for var in node.inputs[1:]):
+        zero = as_ir_tensor(np.zeros((1,)), node.outputs[0].type.dtype)
+        return op.ConstantOfShape(shape_vector(op, shape), value=zero)
     return op.Expand(value, shape_vector(op, shape))
 
 
