@@ -284,6 +284,17 @@ def rewrite_inner_graphs(nodes: Sequence[Apply]) -> None:
             rewrite_inner_graphs(op.fgraph.toposort())
 
 
+def rewritten_copy(fgraph: FunctionGraph) -> FunctionGraph:
+    """A copy of `fgraph` with mode "ONNX"'s rewrites (for OpFromGraph's inner graph)."""
+    from pytensor.compile import optdb
+
+    from pt_onnxscript.linker import onnx_rewrites
+
+    fgraph = fgraph.clone()
+    optdb.query(onnx_rewrites())(fgraph)
+    return fgraph
+
+
 def _unique(name: str, taken: set[str]) -> str:
     candidate, suffix = name, 1
     while candidate in taken:

@@ -1,3 +1,4 @@
+import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
@@ -38,3 +39,14 @@ def test_unsupported_op_inside_op_from_graph_is_reported():
     x = pt.vector("x")
     with pytest.raises(UnsupportedOpError, match=r"Opaque \(1 node\)"):
         export_onnx(([x], [ofg(x)]))
+
+
+def test_op_from_graph_inner_graph_gets_the_outer_rewrites():
+    import pytensor
+    from pytensor.compile.builders import OpFromGraph
+
+    v = pt.vector("v", dtype="float32")
+    inner = pt.vector("inner", dtype="float32")
+    log1p_ofg = OpFromGraph([inner], [pt.log(1 + inner)])
+    fn = pytensor.function([v], log1p_ofg(v), mode="ONNX")
+    np.testing.assert_allclose(fn(np.array([1e-8, 1e-3], "float32")), np.log1p([1e-8, 1e-3]).astype("float32"), rtol=1e-6)

@@ -4,7 +4,7 @@ from pytensor.compile.builders import OpFromGraph
 from pytensor.compile.ops import DeepCopyOp, TypeCastingOp
 
 from pt_onnxscript.registry import register
-from pt_onnxscript.translate import translate_inner_graph
+from pt_onnxscript.translate import rewritten_copy, translate_inner_graph
 
 
 @register(DeepCopyOp, TypeCastingOp)
@@ -15,9 +15,7 @@ def identity(op, node, x):
 
 @register(OpFromGraph)
 def op_from_graph(op, node, *inputs):
-    """OpFromGraph -> its inner graph, inlined."""
-    ofg = node.op
-    outputs = translate_inner_graph(
-        op, ofg.inner_inputs, ofg.inner_outputs, ofg.fgraph.toposort(), inputs
-    )
+    """OpFromGraph -> a copy of its inner graph, given mode "ONNX"'s rewrites, inlined."""
+    fgraph = rewritten_copy(node.op.fgraph)
+    outputs = translate_inner_graph(op, fgraph.inputs, fgraph.outputs, fgraph.toposort(), inputs)
     return outputs[0] if len(outputs) == 1 else outputs
