@@ -37,6 +37,8 @@ FUNCTIONS = [
     ("sigmoid", pt.sigmoid, sp.expit, (-700, 700)),
     ("softplus", pt.softplus, lambda x: np.logaddexp(0, x), (-700, 700)),
     ("log1mexp", pt.log1mexp, lambda x: np.where(x < np.log(0.5), np.log1p(-np.exp(x)), np.log(-np.expm1(x))), (-700, -1e-10)),
+    ("sin", pt.sin, np.sin, (-1e5, 1e5)),
+    ("cos", pt.cos, np.cos, (-1e5, 1e5)),
     ("tan", pt.tan, np.tan, (-10, 10)),
     ("arcsin", pt.arcsin, np.arcsin, (-1, 1)),
     ("arccos", pt.arccos, np.arccos, (-1, 1)),
