@@ -40,3 +40,16 @@ def test_core_output_dims_from_the_loop(batch, rng):
         fn = pytensor.function([x], out, mode="ONNX")
         with pytest.raises(Exception, match="out of data bounds"):
             fn(np.zeros((0, 3, 4)))
+
+
+def test_runtime_broadcasting_of_batch_dims_raises_like_pytensor():
+    import pytensor
+
+    a = pt.tensor3("a")
+    b = pt.tensor3("b")
+    out = pt.linalg.solve(a, b, b_ndim=2)
+    fn = pytensor.function([a, b], out, mode="ONNX")
+    eye = np.broadcast_to(np.eye(2), (3, 2, 2)).copy()
+    np.testing.assert_allclose(fn(eye, np.ones((3, 2, 1))), np.ones((3, 2, 1)))
+    with pytest.raises(ValueError, match="Runtime broadcasting not allowed"):
+        fn(eye, np.ones((1, 2, 1)))

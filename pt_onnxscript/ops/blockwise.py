@@ -5,7 +5,7 @@ from functools import reduce
 import onnx_ir as ir
 from pytensor.tensor.blockwise import Blockwise
 
-from pt_onnxscript.ops.common import constant, subgraph_tag
+from pt_onnxscript.ops.common import check_runtime_broadcast, constant, subgraph_tag
 from pt_onnxscript.registry import blockwise_translation_for, register
 from pt_onnxscript.translate import translate_node
 from pt_onnxscript.types import onnx_dtype
@@ -14,6 +14,7 @@ from pt_onnxscript.types import onnx_dtype
 @register(Blockwise)
 def blockwise(op, node, *inputs):
     """Blockwise(core) -> the core op's batch-aware translation, else a Loop over the batch."""
+    inputs = check_runtime_broadcast(op, node.inputs, inputs, node.op.batch_ndim(node))
     translation = blockwise_translation_for(node.op.core_op)
     if translation is not None:
         return translation(op, node, *inputs)

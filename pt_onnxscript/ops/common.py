@@ -94,6 +94,43 @@ def raise_if(op, failed, value, exc_type: type[Exception], message: str):
     return op.Expand(value, failure_guard(op, failed, exc_type, message))
 
 
+RUNTIME_BROADCAST = (
+    "Runtime broadcasting not allowed: an input has length 1 in a dimension it was not "
+    "declared broadcastable in. If broadcasting was intended, use `specify_broadcastable` "
+    "on the relevant input."
+)
+
+
+def check_runtime_broadcast(op, variables, values, ndim: int):
+    """`values`, guarded to raise PyTensor's runtime-broadcasting error where, in one of the
+    first `ndim` dims, an input not declared broadcastable there has length 1 at run time
+    while another has not (ONNX would broadcast it; Elemwise and Blockwise refuse)."""
+    checked = [
+        d
+        for d in range(ndim)
+        if sum(not var.type.broadcastable[d] for var in variables) > 1
+        and any(var.type.shape[d] is None for var in variables)
+    ]
+    if not checked:
+        return list(values)
+    positions = constant(op, checked, "int64")
+    unsqueeze = constant(op, [0], "int64")
+    sizes = op.Concat(
+        *[op.Unsqueeze(op.Gather(op.Shape(v), positions, axis=0), unsqueeze) for v in values], axis=0
+    )
+    declared = np.array([[not var.type.broadcastable[d] for d in checked] for var in variables])
+    one = op.Equal(sizes, constant(op, 1, "int64"))
+    undeclared_one = op.Cast(op.And(one, constant(op, declared, "bool")), to=ir.DataType.UINT8)
+    other = op.Cast(op.Not(one), to=ir.DataType.UINT8)
+    axis = constant(op, [0], "int64")
+    failed = op.And(
+        op.Cast(op.ReduceMax(undeclared_one, axis, keepdims=0), to=ir.DataType.BOOL),
+        op.Cast(op.ReduceMax(other, axis, keepdims=0), to=ir.DataType.BOOL),
+    )
+    guard = failure_guard(op, failed, ValueError, RUNTIME_BROADCAST)
+    return [op.Expand(v, guard) for v in values]
+
+
 def inline(op, function, *args):
     """Inline scripted `function`; the scripted functions it calls are inlined with the model."""
     _register_callees(op.builder.functions, function)
