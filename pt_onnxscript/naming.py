@@ -72,7 +72,11 @@ def names_by_position(graph: ir.Graph) -> None:
                 if value.name not in kept:
                     value.name = fresh(_base(value.name) or "v")
             for attr in node.attributes.values():
-                if attr.type == ir.AttributeType.GRAPH:
+                if attr.type == ir.AttributeType.TENSOR:
+                    # Constant tensors may be shared with the scripted functions' own IR,
+                    # which earlier models renamed: name them here too.
+                    attr.value.name = node.outputs[0].name if node.outputs else None
+                elif attr.type == ir.AttributeType.GRAPH:
                     visit(attr.as_graph(), False)
                 elif attr.type == ir.AttributeType.GRAPHS:
                     for sub in attr.as_graphs():
