@@ -220,3 +220,12 @@ def test_writes_and_cumprod_with_zero_size_dims(shape):
     idx = pt.vector("idx", dtype="int64")
     outs = [pt.inc_subtensor(x[:, idx], 1.0), pt.set_subtensor(x[idx], 2.0), pt.cumprod(x, axis=0), pt.cumprod(x, axis=1)]
     compare_onnx_and_py([x, idx], outs, [np.zeros(shape), np.zeros(0, "int64")])
+
+
+def test_float16_accumulation_is_refused_before_building():
+    x = pt.vector("x", dtype="float16")
+    idx = pt.vector("idx", dtype="int64")
+    v = pt.vector("v", dtype="float64")
+    with pytest.raises(UnsupportedOpError) as info:
+        export_onnx(([x, idx, v], [pt.inc_subtensor(x[idx], 1.0), pt.cumsum(v > 0)]))
+    assert "float16" in str(info.value) and "cumulative sum of bool" in str(info.value)

@@ -296,11 +296,6 @@ def _scatter_last(op, x, positions, values):
 
 def _scatter_add(op, x, positions, values, dtype):
     """x with values[k] added at positions[k], repeated positions accumulating (np.add.at)."""
-    if dtype == "float16":
-        raise TranslationError(
-            "ONNX Runtime cannot accumulate float16 values at repeated indices; "
-            "compute the increment in float32"
-        )
     if dtype == "bool":
         x64, v64 = (op.Cast(v, to=ir.DataType.INT64) for v in (x, values))
         total = op.ScatterElements(x64, positions, v64, axis=0, reduction="add")
@@ -365,9 +360,19 @@ def _write_mode(op) -> str:
 
 
 @register_check(IncSubtensor, AdvancedIncSubtensor1, AdvancedIncSubtensor)
-def float_increment_of_integers(node):
-    """PyTensor raises NumPy's casting error for these: so does export."""
+def increment_dtypes(node):
+    """PyTensor raises NumPy's casting error for float increments of integers but one element:
+    so does export. ONNX Runtime cannot accumulate float16 at repeated indices."""
     x, y = node.inputs[:2]
+    if (
+        node.outputs[0].type.dtype == "float16"
+        and not isinstance(node.op, IncSubtensor)
+        and _write_mode(node.op) == "add_at"
+    ):
+        return (
+            "ONNX Runtime cannot accumulate float16 values at repeated indices; "
+            "compute the increment in float32"
+        )
     if node.op.set_instead_of_inc or not (np.dtype(y.type.dtype).kind == "f" and np.dtype(x.type.dtype).kind != "f"):
         return None
     if isinstance(node.op, IncSubtensor):
