@@ -198,17 +198,23 @@ TAN_Q = np.array(
 
 
 @script()
+def pio2_remainder(x: DOUBLE[...], n: DOUBLE[...]) -> DOUBLE[...]:
+    """x - n pi/2 by Cody and Waite, pi/2 in four parts (each n * part exact for |n| < 2**20)."""
+    pio2 = op18.CastLike(PIO2_PARTS, x)
+    return (((x - n * pio2[0]) - n * pio2[1]) - n * pio2[2]) - n * pio2[3]
+
+
+@script()
 def tan_float64(x: DOUBLE[...]) -> DOUBLE[...]:
     """tan(x): x - n pi/2 by Cody and Waite with Cephes' kernel below |x| = 2**20 (-1/tan for odd
     n), sin(x) / cos(x) above, where ONNX Runtime's Sin and Cos are accurate."""
     zero = op18.CastLike(0.0, x)
     half = op18.CastLike(0.5, x)
     one = op18.CastLike(1.0, x)
-    pio2 = op18.CastLike(PIO2_PARTS, x)
     p = op18.CastLike(TAN_P, x)
     q = op18.CastLike(TAN_Q, x)
     n = op18.Round(x * op18.CastLike(TWO_OVER_PI, x))
-    r = (((x - n * pio2[0]) - n * pio2[1]) - n * pio2[2]) - n * pio2[3]
+    r = pio2_remainder(x, n)
     z = r * r
     tan_r = r + r * (
         z * ((p[0] * z + p[1]) * z + p[2]) / ((((z + q[0]) * z + q[1]) * z + q[2]) * z + q[3])
@@ -246,17 +252,16 @@ COS_C = np.array(
 
 @script()
 def _sin_cos_reduced(x: DOUBLE[...], quarters: DOUBLE[...]) -> DOUBLE[...]:
-    """sin(x + quarters pi/2) (quarters is 0 or 1, 1 giving cos(x)): r = x - k pi/2 by Cody and Waite (four parts of pi/2: exact for
-    |k| < 2**20), fdlibm's kernels for sin(r) and cos(r), chosen and signed by k mod 4."""
+    """sin(x + quarters pi/2) (quarters is 0 or 1, 1 giving cos(x)): r = x - k pi/2 by Cody
+    and Waite, fdlibm's kernels for sin(r) and cos(r), chosen and signed by k mod 4."""
     half = op18.CastLike(0.5, x)
     one = op18.CastLike(1.0, x)
     two = op18.CastLike(2.0, x)
     four = op18.CastLike(4.0, x)
-    pio2 = op18.CastLike(PIO2_PARTS, x)
     s = op18.CastLike(SIN_S, x)
     c = op18.CastLike(COS_C, x)
     k = op18.Round(x * op18.CastLike(TWO_OVER_PI, x))
-    r = (((x - k * pio2[0]) - k * pio2[1]) - k * pio2[2]) - k * pio2[3]
+    r = pio2_remainder(x, k)
     z = r * r
     sin_tail = s[1] + z * (s[2] + z * (s[3] + z * (s[4] + z * s[5])))
     sin_r = r + z * r * (s[0] + z * sin_tail)
