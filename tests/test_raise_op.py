@@ -82,3 +82,24 @@ def pt_mode():
     from pt_onnxscript import onnx_mode
 
     return onnx_mode()
+
+
+def test_split_sizes_and_batched_dot_batches_are_checked():
+    x = pt.vector("x")
+    sizes = pt.vector("sizes", dtype="int64")
+    a, b = pt.split(x, sizes, n_splits=2)
+    fn = pytensor.function([x, sizes], [a, b], mode="ONNX")
+    first, second = fn(np.arange(5.0), np.array([2, 3]))
+    np.testing.assert_array_equal(second, [2.0, 3.0, 4.0])
+    for bad in ([2, 2], [6, -1]):
+        with pytest.raises(ValueError, match="split sizes"):
+            fn(np.arange(5.0), np.array(bad))
+
+    u = pt.tensor3("u")
+    v = pt.tensor3("v")
+    with pytest.warns(FutureWarning):
+        out = pt.blas.batched_dot(u, v)
+    fn = pytensor.function([u, v], out, mode="ONNX")
+    assert fn(np.ones((2, 3, 4)), np.ones((2, 4, 5))).shape == (2, 3, 5)
+    with pytest.raises(ValueError, match="batch sizes"):
+        fn(np.ones((2, 3, 4)), np.ones((1, 4, 5)))
