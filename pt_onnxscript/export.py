@@ -205,7 +205,9 @@ class ONNXFunction:
     """A Python function exported to ONNX: `.model`, `.save(path)`, and calls run ONNX Runtime.
 
     With ``shared="input"`` the shared variables are inputs of the model: a call feeds their
-    current values, or the arrays passed by their names as keywords.
+    current values, or the arrays passed by their names as keywords. A model whose tensors
+    pass 2 GB has ``.model = None`` (one ModelProto cannot hold it): ``.save(path)`` writes it
+    with external data, and calls still run it.
     """
 
     def __init__(self, fn: Callable, specs: Mapping[str, object], **export_kwargs):

@@ -68,9 +68,9 @@ CHECK = "pt_onnxscript.check"
 
 def failure_guard(op, failed, exc_type: type[Exception], message: str):
     """A value that makes ONNX Runtime fail when any of `failed` (a bool tensor, or a list of
-    them) is true: an empty shape
-    vector to Expand values by (``op.Expand(value, guard)`` leaves them unchanged, -0.0 and
-    NaN included), gathered from one empty row at index 1 when the check fails.
+    them) is true: an empty shape vector to Expand values by (``op.Expand(value, guard)``
+    leaves them unchanged, -0.0 and NaN included), gathered from one empty row at index 1
+    when the check fails.
 
     ONNX has no operator that raises; ONNX Runtime refuses the out-of-range Gather, and its
     error repeats the Gather's name, which holds `message`. Mode "ONNX" raises
