@@ -156,3 +156,20 @@ def test_runtime_broadcasting_raises_like_pytensor():
     # Length 1 everywhere, and empty dims, are fine, as in PyTensor.
     ones = fn(np.ones(1), np.ones(1), np.ones((0, 1)), np.ones((1, 1)))
     assert ones[0].shape == (1,) and ones[1].shape == (0, 1)
+
+
+def test_runtime_broadcasting_of_a_baked_weight_is_refused_and_a_matching_one_adds_no_check():
+    import pytensor
+
+    from pt_onnxscript import export_onnx
+
+    x = pt.matrix("x", shape=(None, 3))
+    fits = pytensor.shared(np.ones(3), name="fits")
+    model = export_onnx(([x], [x + fits]))
+    assert {n.op_type for n in model.graph.node} <= {"Add", "Unsqueeze", "Constant"}
+    one = pytensor.shared(np.ones(1), name="one")
+    fn = pytensor.function([x], x + one, mode="ONNX")
+    with pytest.raises(ValueError, match="Runtime broadcasting not allowed"):
+        fn(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="Runtime broadcasting not allowed"):
+        pytensor.function([x], x + one, mode=pytensor.compile.mode.Mode(linker="py"))(np.ones((2, 3)))

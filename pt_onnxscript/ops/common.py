@@ -101,25 +101,36 @@ RUNTIME_BROADCAST = (
 )
 
 
+def _known_size(var, value, d: int) -> int | None:
+    """Dim `d` of `var`, if PyTensor's type or the ONNX value's inferred shape (a baked weight's,
+    say) knows it."""
+    if var.type.shape[d] is not None:
+        return var.type.shape[d]
+    shape = value.shape
+    if shape is not None and len(shape) == var.type.ndim and isinstance(shape[d], int):
+        return shape[d]
+    return None
+
+
 def check_runtime_broadcast(op, variables, values, ndim: int):
     """`values`, guarded to raise PyTensor's runtime-broadcasting error where, in one of the
     first `ndim` dims, an input not declared broadcastable there has length 1 at run time
     while another has not (ONNX would broadcast it; Elemwise and Blockwise refuse)."""
-    checked = [
-        d
-        for d in range(ndim)
-        if sum(not var.type.broadcastable[d] for var in variables) > 1
-        and any(var.type.shape[d] is None for var in variables)
-    ]
+    sizes = [[_known_size(var, value, d) for d in range(ndim)] for var, value in zip(variables, values, strict=True)]
+    checked = []
+    for d in range(ndim):
+        candidates = [known[d] for var, known in zip(variables, sizes, strict=True) if not var.type.broadcastable[d]]
+        if len(candidates) > 1 and (None in candidates or (1 in candidates and len(set(candidates)) > 1)):
+            checked.append(d)
     if not checked:
         return list(values)
     positions = constant(op, checked, "int64")
     unsqueeze = constant(op, [0], "int64")
-    sizes = op.Concat(
+    lengths = op.Concat(
         *[op.Unsqueeze(op.Gather(op.Shape(v), positions, axis=0), unsqueeze) for v in values], axis=0
     )
     declared = np.array([[not var.type.broadcastable[d] for d in checked] for var in variables])
-    one = op.Equal(sizes, constant(op, 1, "int64"))
+    one = op.Equal(lengths, constant(op, 1, "int64"))
     undeclared_one = op.Cast(op.And(one, constant(op, declared, "bool")), to=ir.DataType.UINT8)
     other = op.Cast(op.Not(one), to=ir.DataType.UINT8)
     axis = constant(op, [0], "int64")
