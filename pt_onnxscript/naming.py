@@ -33,9 +33,12 @@ def canonical_loops(graph: ir.Graph) -> None:
         body_inputs, body_outputs = list(body.inputs), list(body.outputs)
         body.inputs[2:] = [body_inputs[2 + i] for i in perm]
         body.outputs[1 : 1 + count] = [body_outputs[1 + i] for i in perm]
+        # Node output j now carries what output perm[j] did: move its uses, graph-output
+        # places, name, type and shape there (all read before any is changed).
         outputs = list(node.outputs)
+        owner_outputs = node.graph.outputs
         uses = {i: list(outputs[i].uses()) for i in range(count)}
-        is_output = {i: outputs[i].is_graph_output() for i in range(count)}
+        places = {i: [p for p, v in enumerate(owner_outputs) if v is outputs[i]] for i in range(count)}
         meta = {i: (outputs[i].name, outputs[i].type, outputs[i].shape) for i in range(count)}
         for i in range(count):
             outputs[i].name = f"__canonical_{i}"
@@ -43,10 +46,9 @@ def canonical_loops(graph: ir.Graph) -> None:
             target = outputs[j]
             for user, index in uses[i]:
                 user.replace_input_with(index, target)
+            for place in places[i]:
+                owner_outputs[place] = target
             _, target.type, target.shape = meta[i]
-            if is_output[i]:
-                owner = node.graph
-                owner.outputs[list(owner.outputs).index(outputs[i])] = target
         for j, i in enumerate(perm):
             outputs[j].name = meta[i][0]
 

@@ -1,5 +1,6 @@
 """Mapping of PyTensor types to ONNX types and shapes."""
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -46,7 +47,9 @@ def check_not_sparse(var: Variable) -> None:
 
 
 def _is_sparse(var: Variable) -> bool:
-    return type(var.type).__module__.startswith("pytensor.sparse")
+    # Without pytensor.sparse imported, no sparse variable exists (and none is imported here).
+    sparse = sys.modules.get("pytensor.sparse.type")
+    return sparse is not None and isinstance(var.type, sparse.SparseTensorType)
 
 
 def check_tensor_variable(var: Variable) -> None:
