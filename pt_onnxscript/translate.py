@@ -271,28 +271,30 @@ def rewrite_inner_graphs(nodes: Sequence[Apply]) -> None:
 
     They are rewritten in place, once per Op, as PyTensor's JAX and Numba backends do.
     """
-    from pytensor.compile import optdb
     from pytensor.scan.op import Scan
-
-    from pt_onnxscript.linker import onnx_rewrites
 
     for node in nodes:
         op = node.op
         if isinstance(op, Scan) and not getattr(op, "_pt_onnxscript_rewritten", False):
-            optdb.query(onnx_rewrites())(op.fgraph)
+            _rewrite(op.fgraph)
             op._pt_onnxscript_rewritten = True
             rewrite_inner_graphs(op.fgraph.toposort())
 
 
 def rewritten_copy(fgraph: FunctionGraph) -> FunctionGraph:
     """A copy of `fgraph` with mode "ONNX"'s rewrites (for OpFromGraph's inner graph)."""
+    fgraph = fgraph.clone()
+    _rewrite(fgraph)
+    return fgraph
+
+
+def _rewrite(fgraph: FunctionGraph) -> None:
+    """Apply mode "ONNX"'s rewrites to `fgraph`, in place."""
     from pytensor.compile import optdb
 
-    from pt_onnxscript.linker import onnx_rewrites
+    from pt_onnxscript.linker import onnx_rewrites  # the linker imports this module
 
-    fgraph = fgraph.clone()
     optdb.query(onnx_rewrites())(fgraph)
-    return fgraph
 
 
 def _unique(name: str, taken: set[str]) -> str:

@@ -96,7 +96,7 @@ def split(op, node, x, axis, splits):
     zero = constant(op, 0, "int64")
     failed = [
         op.Not(op.Equal(op.ReduceSum(sizes, keepdims=1), length)),
-        op.Less(op.ReduceMin(op.Concat(sizes, op.Reshape(zero, constant(op, [1], "int64")), axis=0), keepdims=0), zero),
+        op.Less(op.ReduceMin(op.Concat(sizes, constant(op, [0], "int64"), axis=0), keepdims=0), zero),
     ]
     x = raise_if(op, failed, x, ValueError, f"{node.op}: the split sizes are negative or do not add up to the length of axis {at}")
     outputs = op.Split(x, sizes, axis=at, _outputs=len(node.outputs))

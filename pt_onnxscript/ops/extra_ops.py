@@ -160,12 +160,12 @@ def fill_diagonal_offset(op, node, a, value, offset):
     return where(op, mask, op.Expand(value, op.Shape(a)), a, dtype)
 
 
-
 @register_check(Unique)
 def unique_dtype(node):
     if node.inputs[0].type.dtype == "uint64":
         return "no ONNX Runtime Unique keeps the order of uint64"
     return None
+
 
 @register(Unique)
 def unique(op, node, x):

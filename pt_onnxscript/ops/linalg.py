@@ -5,7 +5,7 @@ with partial pivoting (one elimination step per column) for Solve, MatrixInverse
 SLogDet: n Loop iterations of O(n^2) batched work each. Every translation works on the last
 two dims, so Blockwise versions run one Loop for the whole batch. Failures follow PyTensor:
 NaN where it gives NaN (Cholesky and solves of non-positive-definite or singular systems),
-an ONNX Runtime error where it raises (inverting a singular matrix).
+LinAlgError where it raises (inverting a singular matrix: a failure guard in the model).
 """
 
 import numpy as np
@@ -69,11 +69,17 @@ def symmetric(op, a, lower: bool, rank: int):
     return op.Add(_triangle(op, a, lower), _swap_last(op, strict, rank))
 
 
+def _as_lower(op, a, lower: bool, rank: int):
+    """The lower-triangular matrices that the `lower` (or upper, transposed) triangle of `a`
+    holds."""
+    return _triangle(op, a, True) if lower else _swap_last(op, _triangle(op, a, False), rank)
+
+
 def lower_factor(op, a, dtype: str, lower: bool, rank: int):
     """Left-looking Cholesky of the symmetric matrices whose `lower` (or upper) triangle `a`
     holds: the lower factor L, column j being (a[:, j] - L L[j]^T) / sqrt(its j-th entry);
     NaN for a matrix that is not positive definite, as LAPACK's potrf reports it."""
-    a = _triangle(op, a, True) if lower else _swap_last(op, _triangle(op, a, False), rank)
+    a = _as_lower(op, a, lower, rank)
     n = _size(op, a)
     index = _positions(op, n)
     zero = constant(op, 0, dtype)
@@ -217,7 +223,7 @@ def cholesky_solve(op, node, c, b):
     core = _core(node)
     rank = node.inputs[0].type.ndim
     c, b = _as(op, node.inputs[0], c, dtype), _as(op, node.inputs[1], b, dtype)
-    lower = _triangle(op, c, True) if core.lower else _swap_last(op, _triangle(op, c, False), rank)
+    lower = _as_lower(op, c, core.lower, rank)
     y = solve_triangular(op, lower, _matrix(op, b, core.b_ndim), dtype, True, False, nan_if_singular=False)
     x = solve_triangular(op, _swap_last(op, lower, rank), y, dtype, False, False, nan_if_singular=False)
     return _unmatrix(op, x, core.b_ndim)

@@ -58,16 +58,14 @@ def careduce(op, node, x):
         x = op.Cast(x, to=onnx_dtype(acc))
     if acc == "uint64" and name in ("ReduceMax", "ReduceMin"):
         result = _from_ordered(op, getattr(op, name)(_to_ordered(op, x), _int(op, axes), keepdims=0))
-        return _raise_if_empty(op, node, x, axes, result, _no_identity(name))
-    if name in ("ReduceSum", "ReduceProd") and np.dtype(acc).kind != "f":
+    elif name in ("ReduceSum", "ReduceProd") and np.dtype(acc).kind != "f":
         rows = _reduced_last(op, x, axes, ndim)
         result = _integer_sum(op, rows) if name == "ReduceSum" else _integer_prod(op, rows, ndim - len(axes))
     else:
         result = getattr(op, name)(x, _int(op, axes), keepdims=0)
     if name in ("ReduceMax", "ReduceMin"):
         if np.dtype(acc).kind == "f":
-            nan = op.Cast(op.IsNaN(x), to=ir.DataType.UINT8)
-            any_nan = op.Cast(op.ReduceMax(nan, _int(op, axes), keepdims=0), to=ir.DataType.BOOL)
+            _, any_nan = _nan_flags(op, x, axes)
             result = op.Where(any_nan, op.CastLike(np.nan, result), result)
         result = _raise_if_empty(op, node, x, axes, result, _no_identity(name))
     if acc != node.outputs[0].type.dtype:
@@ -77,6 +75,12 @@ def careduce(op, node, x):
 
 def _int(op, value):
     return constant(op, value, "int64")
+
+
+def _nan_flags(op, x, axes):
+    """Where `x` is NaN (uint8), and whether any element over `axes` is (bool)."""
+    nan = op.Cast(op.IsNaN(x), to=ir.DataType.UINT8)
+    return nan, op.Cast(op.ReduceMax(nan, _int(op, axes), keepdims=0), to=ir.DataType.BOOL)
 
 
 def _no_identity(name: str) -> str:
@@ -159,8 +163,7 @@ def argmax(op, node, x, *axis_input):
     axis = axes[0] if len(axes) == 1 else ndim - len(axes)
     result = op.ArgMax(x, axis=axis, keepdims=0)
     if np.dtype(dtype).kind == "f":
-        nan = op.Cast(op.IsNaN(x), to=ir.DataType.UINT8)
-        any_nan = op.Cast(op.ReduceMax(nan, _int(op, [axis]), keepdims=0), to=ir.DataType.BOOL)
+        nan, any_nan = _nan_flags(op, x, [axis])
         result = op.Where(any_nan, op.ArgMax(nan, axis=axis, keepdims=0), result)
     return _raise_if_empty(op, node, original, axes, result, "attempt to get argmax of an empty sequence")
 

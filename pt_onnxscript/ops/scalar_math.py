@@ -269,8 +269,9 @@ def _sin_cos_reduced(x: DOUBLE[...], quarters: DOUBLE[...]) -> DOUBLE[...]:
     hz = half * z
     w = one - hz
     cos_r = w + (((one - w) - hz) + z * cos_poly)
-    # Quadrant q = k mod 4: sin(x) is sin_r, cos_r, -sin_r, -cos_r; cos(x) is sin(x + pi/2).
-    q = k - four * op18.Floor(k / four) + quarters
+    # Quadrant q = (k + quarters) mod 4: sin is sin_r, cos_r, -sin_r, -cos_r (cos(x) is
+    # sin(x + pi/2)).
+    q = k + quarters
     q = q - four * op18.Floor(q / four)
     odd = op18.Equal(q - two * op18.Floor(q * half), one)
     sign = one - two * op18.CastLike(q >= two, x)

@@ -1,8 +1,8 @@
 """Shape, Shape_i, Reshape, SpecifyShape."""
 
 import onnx_ir as ir
-from pytensor.tensor.type_other import NoneTypeT
 from pytensor.tensor.shape import Reshape, Shape, Shape_i, SpecifyShape
+from pytensor.tensor.type_other import NoneTypeT
 
 from pt_onnxscript.ops.common import constant, raise_if
 from pt_onnxscript.registry import register
