@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytensor
 import pytensor.tensor as pt
 
-from pt_onnxscript import digits
+from pt_onnxscript.demos import digits
 
 
 def per_call(fn, repeat=5):

@@ -1,6 +1,6 @@
 """The digits demo end to end: train in PyTensor, export, and classify in a real Chromium.
 
-The browser tests need Debian's chromium and `npm ci` in pt_onnxscript/web; without them they
+The browser tests need Debian's chromium and `npm ci` in pt_onnxscript/demos/web; without them they
 skip, unless PT_ONNXSCRIPT_REQUIRE_BROWSER is set (CI sets it, so they always run there).
 """
 
@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from pt_onnxscript import digits  # noqa: E402
-from pt_onnxscript.web import server  # noqa: E402
+from pt_onnxscript.demos import digits  # noqa: E402
+from pt_onnxscript.demos.web import server  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

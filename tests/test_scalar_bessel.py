@@ -8,7 +8,7 @@ import pytest
 import scipy.special as sp
 
 from pt_onnxscript import TranslationError
-from pt_onnxscript.ops.scalar_bessel import i0, i0e, i1, i1e, i2, i2e
+from pt_onnxscript.ops.scalar.bessel import i0, i0e, i1, i1e, i2, i2e
 from pt_onnxscript.testing import compare_onnx_and_py, relative_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

@@ -5,7 +5,7 @@ import pytensor.tensor as pt
 import pytest
 import scipy.special as sp
 
-from pt_onnxscript.ops.scalar_gammainc import gammainc, gammaincc, log1pmx
+from pt_onnxscript.ops.scalar.gammainc import gammainc, gammaincc, log1pmx
 from pt_onnxscript.testing import compare_onnx_and_py, relative_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

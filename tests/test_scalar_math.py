@@ -14,7 +14,7 @@ from pytensor.tensor.elemwise import Elemwise
 from scipy import special
 
 from pt_onnxscript import onnx_mode
-from pt_onnxscript.ops import scalar_math as sm
+from pt_onnxscript.ops.scalar import math as sm
 from pt_onnxscript.testing import compare_onnx_and_py
 
 # ONNX Runtime's CPU build has no float64 kernel for the first ten; its float64 Sigmoid is

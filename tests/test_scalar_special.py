@@ -5,7 +5,7 @@ import scipy.special as sp
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-from pt_onnxscript.ops.scalar_special import (
+from pt_onnxscript.ops.scalar.special import (
     erfcinv,
     erfcx,
     erfinv,

@@ -1,6 +1,6 @@
 """Demo: export a small PyTensor classifier to ONNX and run it on ONNX Runtime.
 
-Run with ``python -m pt_onnxscript.demo [output.onnx]``.
+Run with ``python -m pt_onnxscript.demos.classifier [output.onnx]``.
 """
 
 import sys

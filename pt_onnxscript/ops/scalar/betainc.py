@@ -13,8 +13,8 @@ from onnxscript import BOOL, DOUBLE, script
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import inline_in_float64
-from pt_onnxscript.ops.scalar_gammainc import LANCZOS_G, _any, _lanczos_sum_expg_scaled
-from pt_onnxscript.ops.scalar_math import log1p
+from pt_onnxscript.ops.scalar.gammainc import LANCZOS_G, _any, _lanczos_sum_expg_scaled
+from pt_onnxscript.ops.scalar.math import log1p
 from pt_onnxscript.registry import register_scalar
 
 EPSILON = np.array(1.11022302462515654042e-16)

@@ -14,7 +14,7 @@ from onnxscript import DOUBLE, script
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import cast_inputs_to_output, constant, inline_in_float64
-from pt_onnxscript.ops.scalar_math import (
+from pt_onnxscript.ops.scalar.math import (
     erf,
     erfc,
     erfc_tail_exponent,

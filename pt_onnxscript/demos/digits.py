@@ -1,11 +1,11 @@
 """The digits demo: train a small CNN in PyTensor, export it, check ONNX Runtime agrees, and
 serve a page that classifies digits in the browser with onnxruntime-web.
 
-    python -m pt_onnxscript.digits            # train, export, verify, serve on 127.0.0.1
-    python -m pt_onnxscript.digits --no-serve # stop after the verification
+    python -m pt_onnxscript.demos.digits            # train, export, verify, serve on 127.0.0.1
+    python -m pt_onnxscript.demos.digits --no-serve # stop after the verification
 
 Needs the `web` extra (scikit-learn for the dataset) and, for the page, `npm ci` in
-pt_onnxscript/web (onnxruntime-web, served from this machine: no CDN).
+pt_onnxscript/demos/web (onnxruntime-web, served from this machine: no CDN).
 """
 
 import argparse
@@ -141,7 +141,7 @@ def main(argv=None):
     print(f"ONNX Runtime agrees with PyTensor on all {len(got)} held-out digits ({model})")
     if args.no_serve:
         return
-    from pt_onnxscript.web.server import serve
+    from pt_onnxscript.demos.web.server import serve
 
     server, url = serve(site, port=args.port)
     print(f"open {url}/ to draw digits (Ctrl-C to stop)")

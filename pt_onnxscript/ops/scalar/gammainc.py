@@ -15,9 +15,9 @@ from onnxscript import opset18 as op18
 from scipy.special import zeta
 
 from pt_onnxscript.ops.common import inline_in_float64
-from pt_onnxscript.ops.scalar_math import erfc, expm1, log1p
-from pt_onnxscript.ops.scalar_special import _lgamma_positive, gamma
-from pt_onnxscript.ops.temme_coefficients import TEMME_D
+from pt_onnxscript.ops.scalar.math import erfc, expm1, log1p
+from pt_onnxscript.ops.scalar.special import _lgamma_positive, gamma
+from pt_onnxscript.ops.scalar.temme_coefficients import TEMME_D
 from pt_onnxscript.registry import register_scalar
 
 MACHEP = np.array(1.11022302462515654042e-16)

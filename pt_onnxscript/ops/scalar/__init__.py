@@ -1,0 +1,13 @@
+"""Scalar translations, used by Elemwise and Composite, grouped as ``pytensor.scalar`` is:
+basic arithmetic and comparisons, elementary transcendental functions, special functions
+(gamma family, incomplete gamma and beta, Bessel) and ScalarLoop."""
+
+from pt_onnxscript.ops.scalar import (  # noqa: F401
+    basic,
+    bessel,
+    betainc,
+    gammainc,
+    loop,
+    math,
+    special,
+)
