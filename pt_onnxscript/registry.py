@@ -1,9 +1,10 @@
 """Registries from PyTensor Op classes to their ONNX translations.
 
-A translation is called as ``translation(op, node, *inputs)``: ``op`` is the onnxscript
-op builder of the graph being built, ``node`` the PyTensor Apply node (a scalar Apply
-for scalar translations) and ``inputs`` the ONNX values of the node's inputs. It returns
-the ONNX value of the node's output, or a sequence of them for several outputs.
+A translation is called as ``translation(g, node, *inputs)``: ``g`` is the onnxscript op
+builder of the graph being built (``g.Add(x, y)`` adds a node; named as in torch.onnx's
+symbolic functions, since ``op`` is the PyTensor Op in every PyTensor backend), ``node`` the
+PyTensor Apply node (a scalar Apply for scalar translations) and ``inputs`` the ONNX values
+of the node's inputs. It returns the ONNX value of the node's output, or a sequence of them.
 """
 
 from collections.abc import Callable
@@ -70,19 +71,19 @@ def register_check(*op_classes: type[Op]):
     return _registrar(_checks, op_classes)
 
 
-def check_for(op) -> Callable | None:
-    return _lookup(_checks, op)
+def check_for(g) -> Callable | None:
+    return _lookup(_checks, g)
 
 
-def _lookup(table: dict[type, Translation], op) -> Translation | None:
-    for cls in type(op).__mro__:
+def _lookup(table: dict[type, Translation], g) -> Translation | None:
+    for cls in type(g).__mro__:
         if cls in table:
             return table[cls]
     return None
 
 
-def translation_for(op: Op) -> Translation | None:
-    return _lookup(_translations, op)
+def translation_for(g: Op) -> Translation | None:
+    return _lookup(_translations, g)
 
 
 def scalar_translation_for(scalar_op: ScalarOp) -> Translation | None:

@@ -63,8 +63,8 @@ def _label(node: Apply) -> str:
     return type(op).__name__
 
 
-def _inner_nodes(op) -> list[Apply]:
-    fgraph = getattr(op, "fgraph", None)
+def _inner_nodes(g) -> list[Apply]:
+    fgraph = getattr(g, "fgraph", None)
     return fgraph.toposort() if hasattr(fgraph, "toposort") else []
 
 
@@ -123,13 +123,13 @@ def scalar_node(node: Apply) -> Apply:
     return node.op.scalar_op.make_node(*_scalar_inputs(node))
 
 
-def constant_value(op, var: Constant) -> ir.Value | None:
+def constant_value(g, var: Constant) -> ir.Value | None:
     """The ONNX initializer holding constant `var` (None for non-tensor constants)."""
     if not isinstance(var.type, TensorType | ScalarType):
         return None
     array = np.asarray(var.data, dtype=var.type.dtype)
     key = (array.dtype.str, array.shape, array.tobytes())
-    root = op.builder.root
+    root = g.builder.root
     cache = root.pytensor_constants
     if key not in cache:
         name = f"const{len(cache)}" + (f"_{var.name}" if var.name else "")
@@ -137,14 +137,14 @@ def constant_value(op, var: Constant) -> ir.Value | None:
     return cache[key]
 
 
-def translate_node(op, node: Apply, inputs: Sequence[ir.Value | None], scalar: bool = False):
+def translate_node(g, node: Apply, inputs: Sequence[ir.Value | None], scalar: bool = False):
     """Translate one node; returns the list of its output values."""
     scalar = scalar or isinstance(node.op, ScalarOp)  # a scalar op outside Elemwise, on 0-d
     translation = (scalar_translation_for if scalar else translation_for)(node.op)
     if translation is None:
         check_supported([node], scalar)
     try:
-        result = translation(op, node, *inputs)
+        result = translation(g, node, *inputs)
     except (UnsupportedOpError, TranslationError):
         raise
     except Exception as err:
@@ -176,7 +176,7 @@ _CHECKED_DTYPES = frozenset(
 
 
 def translate_graph(
-    op,
+    g,
     nodes: Sequence[Apply],
     values: dict[Variable, ir.Value | None],
     scalar: bool = False,
@@ -190,7 +190,7 @@ def translate_graph(
     IfElse translation receives, for each branch, a function that builds them and returns
     the branch's values.
     """
-    builder = op.builder
+    builder = g.builder
     if branches is None:
         branches = {} if scalar else _branch_nodes(nodes, outputs)
         owned = {n for pair in branches.values() for branch in pair for n in branch}
@@ -200,22 +200,22 @@ def translate_graph(
         if node in owned:
             continue
         if isinstance(node.op, IfElse) and not scalar:
-            inputs = [_value(op, values, node.inputs[0])] + [
+            inputs = [_value(g, values, node.inputs[0])] + [
                 _branch_builder(values, node, b, branches) for b in (0, 1)
             ]
         else:
-            inputs = [_value(op, values, var) for var in node.inputs]
+            inputs = [_value(g, values, var) for var in node.inputs]
         builder.push_module(f"{index}_{_label(node)}", class_name=str(node.op))
         try:
-            results = translate_node(op, node, inputs, scalar)
+            results = translate_node(g, node, inputs, scalar)
         finally:
             builder.pop_module()
         values.update(zip(node.outputs, results, strict=True))
     return values
 
 
-def _value(op, values, var):
-    return values[var] if var in values else constant_value(op, var)
+def _value(g, values, var):
+    return values[var] if var in values else constant_value(g, var)
 
 
 def _branch_builder(values, node: Apply, branch: int, branches: dict):
@@ -223,10 +223,10 @@ def _branch_builder(values, node: Apply, branch: int, branches: dict):
     n = node.op.n_outs
     branch_vars = node.inputs[1 + branch * n : 1 + (branch + 1) * n]
 
-    def build(op):
+    def build(g):
         inner = dict(values)
-        translate_graph(op, branches.get(node, ([], []))[branch], inner, branches=branches)
-        return [_value(op, inner, var) for var in branch_vars]
+        translate_graph(g, branches.get(node, ([], []))[branch], inner, branches=branches)
+        return [_value(g, inner, var) for var in branch_vars]
 
     return build
 
@@ -258,11 +258,11 @@ def _branch_nodes(nodes: Sequence[Apply], outputs: Sequence[Variable]) -> dict:
     return branches
 
 
-def translate_inner_graph(op, inner_inputs, inner_outputs, inner_nodes, outer_values, scalar=False):
+def translate_inner_graph(g, inner_inputs, inner_outputs, inner_nodes, outer_values, scalar=False):
     """Inline an inner graph: bind its inputs to `outer_values`, return its output values."""
     values = dict(zip(inner_inputs, outer_values, strict=True))
-    translate_graph(op, inner_nodes, values, scalar, outputs=inner_outputs)
-    return [values[var] if var in values else constant_value(op, var) for var in inner_outputs]
+    translate_graph(g, inner_nodes, values, scalar, outputs=inner_outputs)
+    return [values[var] if var in values else constant_value(g, var) for var in inner_outputs]
 
 
 def rewrite_inner_graphs(nodes: Sequence[Apply]) -> None:
@@ -345,7 +345,7 @@ def fgraph_to_model(
 
     graph = ir.Graph(inputs=[], outputs=[], nodes=[], opset_imports={"": opset}, name=name)
     builder = _Builder(graph)
-    op = builder.op
+    g = builder.op
     values: dict[Variable, ir.Value | None] = {}
     for var, var_name in zip(fgraph.inputs, input_names, strict=True):
         if var in baked:
@@ -355,15 +355,15 @@ def fgraph_to_model(
             shape = value_shape(var, dims.get(var_name), var_name)
             values[var] = builder.input(var_name, onnx_dtype(var.type.dtype), shape)
 
-    translate_graph(op, nodes, values, outputs=fgraph.outputs)
+    translate_graph(g, nodes, values, outputs=fgraph.outputs)
 
     if output_names is None:
         output_names = [f"output_{i}" for i in range(len(fgraph.outputs))]
     used: set[int] = set()
     for i, (var, out_name) in enumerate(zip(fgraph.outputs, output_names, strict=True)):
-        value = values[var] if var in values else constant_value(op, var)
+        value = values[var] if var in values else constant_value(g, var)
         if value.producer() is None or id(value) in used:
-            value = op.Identity(value)
+            value = g.Identity(value)
         used.add(id(value))
         _set_output_type(value, var)
         builder.add_output(value, _unique(out_name, taken))

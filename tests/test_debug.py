@@ -20,7 +20,7 @@ UNREWRITTEN = Mode(linker="py", optimizer=None)
 @pytest.fixture
 def exp_off_by_1e3(monkeypatch):
     """Make the Exp translation wrong: exp(x + 1e-3)."""
-    monkeypatch.setitem(_scalar_translations, ps.Exp, lambda op, node, x: op.Exp(op.Add(x, 1e-3)))
+    monkeypatch.setitem(_scalar_translations, ps.Exp, lambda g, node, x: g.Exp(g.Add(x, 1e-3)))
 
 
 def is_exp(node):
@@ -81,7 +81,7 @@ def test_wrong_translation_inside_a_fused_composite(exp_off_by_1e3):
 
 def test_translation_giving_the_wrong_dtype_is_reported(monkeypatch):
     monkeypatch.setitem(
-        _scalar_translations, ps.Exp, lambda op, node, x: op.Cast(op.Exp(x), to=1)
+        _scalar_translations, ps.Exp, lambda g, node, x: g.Cast(g.Exp(x), to=1)
     )
     x = pt.vector("x", dtype="float64")
     divergence = find_divergence(([x], [pt.exp(x)]), [np.ones(2)])
@@ -109,8 +109,8 @@ def test_compiled_function_in_default_mode_with_shared_and_updates(exp_off_by_1e
 
 
 def test_non_tensor_outputs_are_skipped_and_feed_consumers_as_constants(monkeypatch):
-    monkeypatch.setitem(_translations, ScalarFromTensor, lambda op, node, x: op.Identity(x))
-    monkeypatch.setitem(_translations, TensorFromScalar, lambda op, node, x: op.Identity(x))
+    monkeypatch.setitem(_translations, ScalarFromTensor, lambda g, node, x: g.Identity(x))
+    monkeypatch.setitem(_translations, TensorFromScalar, lambda g, node, x: g.Identity(x))
     i = pt.scalar("i", dtype="int64")
     fn = pytensor.function([i], TensorFromScalar()(ScalarFromTensor()(i)) + 1, mode=UNREWRITTEN)
 

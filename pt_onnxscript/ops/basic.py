@@ -22,45 +22,45 @@ from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.types import as_ir_tensor, onnx_dtype
 
 
-def shape_vector(op, dims):
+def shape_vector(g, dims):
     """An int64 vector from scalar dims."""
     if not dims:
-        return op.Constant(value_ints=[])
-    zero = op.Constant(value_ints=[0])
-    return op.Concat(*[op.Unsqueeze(op.Cast(d, to=ir.DataType.INT64), zero) for d in dims], axis=0)
+        return g.Constant(value_ints=[])
+    zero = g.Constant(value_ints=[0])
+    return g.Concat(*[g.Unsqueeze(g.Cast(d, to=ir.DataType.INT64), zero) for d in dims], axis=0)
 
 
 @register(Alloc)
-def alloc(op, node, value, *shape):
+def alloc(g, node, value, *shape):
     """Alloc -> Expand of the value to the given shape; an empty tensor from ConstantOfShape
     when a size is a constant 0 (ONNX Runtime's optimizer drops an Expand to a constant shape
     with a 0, leaving the value's own shape: the file is right, the session is not)."""
     if any(isinstance(var, Constant) and var.data == 0 for var in node.inputs[1:]):
         zero = as_ir_tensor(np.zeros((1,)), node.outputs[0].type.dtype)
-        return op.ConstantOfShape(shape_vector(op, shape), value=zero)
-    return op.Expand(value, shape_vector(op, shape))
+        return g.ConstantOfShape(shape_vector(g, shape), value=zero)
+    return g.Expand(value, shape_vector(g, shape))
 
 
 @register(AllocEmpty)
-def alloc_empty(op, node, *shape):
+def alloc_empty(g, node, *shape):
     """AllocEmpty -> zeros (ConstantOfShape): ONNX has no uninitialised memory."""
     zero = as_ir_tensor(np.zeros((1,)), node.outputs[0].type.dtype)
-    return op.ConstantOfShape(shape_vector(op, shape), value=zero)
+    return g.ConstantOfShape(shape_vector(g, shape), value=zero)
 
 
 @register(MakeVector)
-def make_vector(op, node, *scalars):
+def make_vector(g, node, *scalars):
     """MakeVector -> Concat of the scalars, cast to the op's dtype."""
     if not scalars:
-        return op.Constant(value=as_ir_tensor(np.zeros((0,)), node.op.dtype))
-    zero = op.Constant(value_ints=[0])
-    return op.Concat(*[op.Unsqueeze(op.Cast(s, to=out_dtype(node)), zero) for s in scalars], axis=0)
+        return g.Constant(value=as_ir_tensor(np.zeros((0,)), node.op.dtype))
+    zero = g.Constant(value_ints=[0])
+    return g.Concat(*[g.Unsqueeze(g.Cast(s, to=out_dtype(node)), zero) for s in scalars], axis=0)
 
 
 @register(ScalarFromTensor, TensorFromScalar)
-def scalar_tensor(op, node, x):
+def scalar_tensor(g, node, x):
     """ScalarFromTensor, TensorFromScalar -> Identity (both are 0-d tensors in ONNX)."""
-    return op.Identity(x)
+    return g.Identity(x)
 
 
 @register_check(Join, Split)
@@ -75,97 +75,97 @@ def _static_axis(node, var, ndim: int) -> int:
 
 
 @register(Join)
-def join(op, node, axis, *tensors):
+def join(g, node, axis, *tensors):
     """Join -> Concat on the constant axis, inputs cast to the output dtype."""
     out = node.outputs[0].type
     at = _static_axis(node, node.inputs[0], out.ndim)
     tensors = [
-        x if var.type.dtype == out.dtype else op.Cast(x, to=onnx_dtype(out.dtype))
+        x if var.type.dtype == out.dtype else g.Cast(x, to=onnx_dtype(out.dtype))
         for var, x in zip(node.inputs[1:], tensors, strict=True)
     ]
-    return op.Concat(*tensors, axis=at) if len(tensors) > 1 else op.Identity(tensors[0])
+    return g.Concat(*tensors, axis=at) if len(tensors) > 1 else g.Identity(tensors[0])
 
 
 @register(Split)
-def split(op, node, x, axis, splits):
+def split(g, node, x, axis, splits):
     """Split -> Split with the sizes as input, raising PyTensor's error when they are negative
     or do not add up to the length of the axis."""
     at = _static_axis(node, node.inputs[1], node.inputs[0].type.ndim)
-    sizes = op.Cast(splits, to=ir.DataType.INT64) if node.inputs[2].type.dtype != "int64" else splits
-    length = op.Shape(x, start=at, end=at + 1)
-    zero = constant(op, 0, "int64")
+    sizes = g.Cast(splits, to=ir.DataType.INT64) if node.inputs[2].type.dtype != "int64" else splits
+    length = g.Shape(x, start=at, end=at + 1)
+    zero = constant(g, 0, "int64")
     failed = [
-        op.Not(op.Equal(op.ReduceSum(sizes, keepdims=1), length)),
-        op.Less(op.ReduceMin(op.Concat(sizes, constant(op, [0], "int64"), axis=0), keepdims=0), zero),
+        g.Not(g.Equal(g.ReduceSum(sizes, keepdims=1), length)),
+        g.Less(g.ReduceMin(g.Concat(sizes, constant(g, [0], "int64"), axis=0), keepdims=0), zero),
     ]
-    x = raise_if(op, failed, x, ValueError, f"{node.op}: the split sizes are negative or do not add up to the length of axis {at}")
-    outputs = op.Split(x, sizes, axis=at, _outputs=len(node.outputs))
+    x = raise_if(g, failed, x, ValueError, f"{node.op}: the split sizes are negative or do not add up to the length of axis {at}")
+    outputs = g.Split(x, sizes, axis=at, _outputs=len(node.outputs))
     return outputs if len(node.outputs) > 1 else [outputs]
 
 
 @register(ARange)
-def arange(op, node, start, stop, step):
+def arange(g, node, start, stop, step):
     """ARange -> NumPy's arange: n = ceil((stop - start) / step) in float64, then
     start + i * delta, where delta = (start + step) - start in the output dtype."""
     dtype = node.outputs[0].type.dtype
     f64 = ir.DataType.DOUBLE
-    start64, stop64, step64 = (op.Cast(v, to=f64) for v in (start, stop, step))
-    count = op.Cast(
-        op.Max(op.Ceil(op.Div(op.Sub(stop64, start64), step64)), constant(op, 0.0, "float64")),
+    start64, stop64, step64 = (g.Cast(v, to=f64) for v in (start, stop, step))
+    count = g.Cast(
+        g.Max(g.Ceil(g.Div(g.Sub(stop64, start64), step64)), constant(g, 0.0, "float64")),
         to=ir.DataType.INT64,
     )
-    index = op.Range(constant(op, 0, "int64"), count, constant(op, 1, "int64"))
+    index = g.Range(constant(g, 0, "int64"), count, constant(g, 1, "int64"))
     if dtype.startswith(("int", "uint")):
-        first = op.Cast(start, to=ir.DataType.INT64)
-        values = op.Add(first, op.Mul(index, op.Cast(step, to=ir.DataType.INT64)))
-        return values if dtype == "int64" else op.Cast(values, to=onnx_dtype(dtype))
+        first = g.Cast(start, to=ir.DataType.INT64)
+        values = g.Add(first, g.Mul(index, g.Cast(step, to=ir.DataType.INT64)))
+        return values if dtype == "int64" else g.Cast(values, to=onnx_dtype(dtype))
     target = onnx_dtype(dtype)
-    first = op.Cast(start64, to=target)
-    second = op.Cast(op.Add(start64, step64), to=target)
-    values = op.Add(first, op.Mul(op.Cast(index, to=target), op.Sub(second, first)))
+    first = g.Cast(start64, to=target)
+    second = g.Cast(g.Add(start64, step64), to=target)
+    values = g.Add(first, g.Mul(g.Cast(index, to=target), g.Sub(second, first)))
     # NumPy stores start + step itself as the second value.
-    return op.Where(op.Equal(index, constant(op, 1, "int64")), second, values)
+    return g.Where(g.Equal(index, constant(g, 1, "int64")), second, values)
 
 
 @register(Eye)
-def eye(op, node, n, m, k):
+def eye(g, node, n, m, k):
     """Eye -> (column - row == k) on Range grids, cast to the output dtype."""
     i64 = ir.DataType.INT64
-    zero, one = constant(op, 0, "int64"), constant(op, 1, "int64")
-    rows = op.Unsqueeze(op.Range(zero, op.Cast(n, to=i64), one), constant(op, [1], "int64"))
-    cols = op.Range(zero, op.Cast(m, to=i64), one)
-    return op.Cast(op.Equal(op.Sub(cols, rows), op.Cast(k, to=i64)), to=out_dtype(node))
+    zero, one = constant(g, 0, "int64"), constant(g, 1, "int64")
+    rows = g.Unsqueeze(g.Range(zero, g.Cast(n, to=i64), one), constant(g, [1], "int64"))
+    cols = g.Range(zero, g.Cast(m, to=i64), one)
+    return g.Cast(g.Equal(g.Sub(cols, rows), g.Cast(k, to=i64)), to=out_dtype(node))
 
 
 @register(Nonzero)
-def nonzero(op, node, x):
+def nonzero(g, node, x):
     """Nonzero -> the rows of NonZero(x != 0)."""
     dtype = node.inputs[0].type.dtype
-    coords = op.NonZero(x if dtype == "bool" else op.Not(op.Equal(x, constant(op, 0, dtype))))
-    rows = [op.Gather(coords, constant(op, i, "int64"), axis=0) for i in range(len(node.outputs))]
+    coords = g.NonZero(x if dtype == "bool" else g.Not(g.Equal(x, constant(g, 0, dtype))))
+    rows = [g.Gather(coords, constant(g, i, "int64"), axis=0) for i in range(len(node.outputs))]
     return rows if len(rows) > 1 else rows[0]
 
 
 @register(ExtractDiag)
-def extract_diag(op, node, x):
+def extract_diag(g, node, x):
     """ExtractDiag -> Gather of the diagonal's flat positions after moving axis1, axis2 last."""
-    d = node.op
+    op = node.op
     ndim = node.inputs[0].type.ndim
-    rest = [a for a in range(ndim) if a not in (d.axis1, d.axis2)]
-    perm = rest + [d.axis1, d.axis2]
+    rest = [a for a in range(ndim) if a not in (op.axis1, op.axis2)]
+    perm = rest + [op.axis1, op.axis2]
     if perm != list(range(ndim)):
-        x = op.Transpose(x, perm=perm)
-    rows = op.Shape(x, start=ndim - 2, end=ndim - 1)
-    cols = op.Shape(x, start=ndim - 1, end=ndim)
-    row0, col0 = max(-d.offset, 0), max(d.offset, 0)
-    length = op.Max(
-        op.Min(op.Sub(rows, constant(op, [row0], "int64")), op.Sub(cols, constant(op, [col0], "int64"))),
-        constant(op, [0], "int64"),
+        x = g.Transpose(x, perm=perm)
+    rows = g.Shape(x, start=ndim - 2, end=ndim - 1)
+    cols = g.Shape(x, start=ndim - 1, end=ndim)
+    row0, col0 = max(-op.offset, 0), max(op.offset, 0)
+    length = g.Max(
+        g.Min(g.Sub(rows, constant(g, [row0], "int64")), g.Sub(cols, constant(g, [col0], "int64"))),
+        constant(g, [0], "int64"),
     )
-    i = op.Range(constant(op, 0, "int64"), op.Squeeze(length, constant(op, [0], "int64")), constant(op, 1, "int64"))
-    positions = op.Add(
-        op.Mul(op.Add(i, constant(op, row0, "int64")), op.Squeeze(cols, constant(op, [0], "int64"))),
-        op.Add(i, constant(op, col0, "int64")),
+    i = g.Range(constant(g, 0, "int64"), g.Squeeze(length, constant(g, [0], "int64")), constant(g, 1, "int64"))
+    positions = g.Add(
+        g.Mul(g.Add(i, constant(g, row0, "int64")), g.Squeeze(cols, constant(g, [0], "int64"))),
+        g.Add(i, constant(g, col0, "int64")),
     )
-    flat = op.Reshape(x, op.Concat(op.Shape(x, start=0, end=ndim - 2), op.Mul(rows, cols), axis=0), allowzero=1)
-    return op.Gather(flat, positions, axis=-1)
+    flat = g.Reshape(x, g.Concat(g.Shape(x, start=0, end=ndim - 2), g.Mul(rows, cols), axis=0), allowzero=1)
+    return g.Gather(flat, positions, axis=-1)

@@ -14,48 +14,48 @@ def is_zero(var):
 
 
 @register(Gemv)
-def gemv(op, node, *inputs):
+def gemv(g, node, *inputs):
     """Gemv -> beta * y + alpha * (A @ x); y is not read when beta is 0."""
-    y, alpha, A, x, beta = cast_inputs_to_output(op, node, inputs)
-    product = op.Mul(alpha, op.MatMul(A, x))
-    return product if is_zero(node.inputs[4]) else op.Add(op.Mul(beta, y), product)
+    y, alpha, A, x, beta = cast_inputs_to_output(g, node, inputs)
+    product = g.Mul(alpha, g.MatMul(A, x))
+    return product if is_zero(node.inputs[4]) else g.Add(g.Mul(beta, y), product)
 
 
 @register(Gemm)
-def gemm(op, node, *inputs):
+def gemm(g, node, *inputs):
     """Gemm -> b * z + a * (x @ y); z is not read when b is 0."""
-    z, a, x, y, b = cast_inputs_to_output(op, node, inputs)
-    product = op.Mul(a, op.MatMul(x, y))
-    return product if is_zero(node.inputs[4]) else op.Add(op.Mul(b, z), product)
+    z, a, x, y, b = cast_inputs_to_output(g, node, inputs)
+    product = g.Mul(a, g.MatMul(x, y))
+    return product if is_zero(node.inputs[4]) else g.Add(g.Mul(b, z), product)
 
 
 @register(Ger)
-def ger(op, node, *inputs):
+def ger(g, node, *inputs):
     """Ger -> A + alpha * outer(x, y)."""
-    A, alpha, x, y = cast_inputs_to_output(op, node, inputs)
-    outer = op.Mul(op.Unsqueeze(x, op.Constant(value_ints=[1])), op.Unsqueeze(y, op.Constant(value_ints=[0])))
-    return op.Add(A, op.Mul(alpha, outer))
+    A, alpha, x, y = cast_inputs_to_output(g, node, inputs)
+    outer = g.Mul(g.Unsqueeze(x, g.Constant(value_ints=[1])), g.Unsqueeze(y, g.Constant(value_ints=[0])))
+    return g.Add(A, g.Mul(alpha, outer))
 
 
 @register(Dot22)
-def dot22(op, node, x, y):
+def dot22(g, node, x, y):
     """Dot22 -> MatMul."""
-    return matmul(op, node, x, y)
+    return matmul(g, node, x, y)
 
 
 @register(BatchedDot)
-def batched_dot(op, node, x, y):
+def batched_dot(g, node, x, y):
     """BatchedDot -> MatMul, raising PyTensor's error where the batch sizes differ (MatMul
     would broadcast a batch of one)."""
     sizes = [var.type.shape[0] for var in node.inputs]
     if None not in sizes:
-        return matmul(op, node, x, y)
-    differ = op.Not(op.Equal(op.Shape(x, start=0, end=1), op.Shape(y, start=0, end=1)))
+        return matmul(g, node, x, y)
+    differ = g.Not(g.Equal(g.Shape(x, start=0, end=1), g.Shape(y, start=0, end=1)))
     message = f"{node.op}: the inputs' batch sizes (first dims) differ"
-    return raise_if(op, differ, matmul(op, node, x, y), ValueError, message)
+    return raise_if(g, differ, matmul(g, node, x, y), ValueError, message)
 
 
 @register(Dot22Scalar)
-def dot22_scalar(op, node, x, y, a):
+def dot22_scalar(g, node, x, y, a):
     """Dot22Scalar -> a * (x @ y)."""
-    return op.Mul(cast_inputs_to_output(op, node, [x, y, a])[2], matmul(op, node, x, y))
+    return g.Mul(cast_inputs_to_output(g, node, [x, y, a])[2], matmul(g, node, x, y))

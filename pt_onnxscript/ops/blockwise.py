@@ -12,44 +12,44 @@ from pt_onnxscript.types import onnx_dtype
 
 
 @register(Blockwise)
-def blockwise(op, node, *inputs):
+def blockwise(g, node, *inputs):
     """Blockwise(core) -> the core op's batch-aware translation, else a Loop over the batch."""
-    inputs = check_runtime_broadcast(op, node.inputs, inputs, node.op.batch_ndim(node))
+    inputs = check_runtime_broadcast(g, node.inputs, inputs, node.op.batch_ndim(node))
     translation = blockwise_translation_for(node.op.core_op)
     if translation is not None:
-        return translation(op, node, *inputs)
-    return loop_over_batch(op, node, inputs)
+        return translation(g, node, *inputs)
+    return loop_over_batch(g, node, inputs)
 
 
-def _broadcast_shape(op, shapes):
+def _broadcast_shape(g, shapes):
     """The broadcast of 1-d shape values, as NumPy computes it (a 0 beats a 1)."""
-    zero = constant(op, 0, "int8")
-    return op.Shape(reduce(op.Add, [op.Expand(zero, shape) for shape in shapes]))
+    zero = constant(g, 0, "int8")
+    return g.Shape(reduce(g.Add, [g.Expand(zero, shape) for shape in shapes]))
 
 
-def loop_over_batch(op, node, inputs):
+def loop_over_batch(g, node, inputs):
     """Run the core op's translation once per batch element, in an ONNX Loop."""
     batch_ndim = node.op.batch_ndim(node)
     core_node = node.op._create_dummy_core_node(node.inputs)
     batch_shape = _broadcast_shape(
-        op, [op.Shape(x, start=0, end=batch_ndim) for x in inputs]
+        g, [g.Shape(x, start=0, end=batch_ndim) for x in inputs]
     )
-    size = op.ReduceProd(batch_shape, keepdims=1)
+    size = g.ReduceProd(batch_shape, keepdims=1)
     flat = []
     for var, x in zip(node.inputs, inputs, strict=True):
         core_ndim = var.type.ndim - batch_ndim
-        core_shape = op.Shape(x, start=batch_ndim)
-        expanded = op.Expand(x, op.Concat(batch_shape, constant(op, [1] * core_ndim, "int64"), axis=0))
-        flat.append(op.Reshape(expanded, op.Concat(size, core_shape, axis=0), allowzero=1))
+        core_shape = g.Shape(x, start=batch_ndim)
+        expanded = g.Expand(x, g.Concat(batch_shape, constant(g, [1] * core_ndim, "int64"), axis=0))
+        flat.append(g.Reshape(expanded, g.Concat(size, core_shape, axis=0), allowzero=1))
 
-    def body(op, iteration, condition):
-        op.builder.push_module(tag)  # keeps value names apart from the outer graph's
-        core_inputs = [op.Gather(x, iteration, axis=0) for x in flat]
-        outputs = translate_node(op, core_node, core_inputs)
-        return [op.Identity(condition), *outputs]
+    def body(g, iteration, condition):
+        g.builder.push_module(tag)  # keeps value names apart from the outer graph's
+        core_inputs = [g.Gather(x, iteration, axis=0) for x in flat]
+        outputs = translate_node(g, core_node, core_inputs)
+        return [g.Identity(condition), *outputs]
 
-    tag = subgraph_tag(op, "blockwise")
-    body_graph = op.builder.subgraph(
+    tag = subgraph_tag(g, "blockwise")
+    body_graph = g.builder.subgraph(
         body,
         inputs=[
             ir.val(f"{tag}_iteration", ir.DataType.INT64, []),
@@ -59,8 +59,8 @@ def loop_over_batch(op, node, inputs):
         + [ir.val(f"{tag}_core_out_{i}", onnx_dtype(v.type.dtype)) for i, v in enumerate(core_node.outputs)],
         name="blockwise_body",
     )
-    stacked = op.Loop(
-        op.Squeeze(size, constant(op, [0], "int64")),
+    stacked = g.Loop(
+        g.Squeeze(size, constant(g, [0], "int64")),
         None,
         body=body_graph,
         _outputs=len(core_node.outputs),
@@ -68,24 +68,24 @@ def loop_over_batch(op, node, inputs):
     stacked = [stacked] if len(core_node.outputs) == 1 else list(stacked)
     results = []
     for var, sig, value in zip(core_node.outputs, node.op.outputs_sig, stacked, strict=True):
-        core_shape = op.Concat(
-            *(_core_dim(op, node, inputs, batch_ndim, var, value, axis, name) for axis, name in enumerate(sig)),
-            constant(op, [], "int64"),
+        core_shape = g.Concat(
+            *(_core_dim(g, node, inputs, batch_ndim, var, value, axis, name) for axis, name in enumerate(sig)),
+            constant(g, [], "int64"),
             axis=0,
-        ) if sig else constant(op, [], "int64")
-        results.append(op.Reshape(value, op.Concat(batch_shape, core_shape, axis=0), allowzero=1))
+        ) if sig else constant(g, [], "int64")
+        results.append(g.Reshape(value, g.Concat(batch_shape, core_shape, axis=0), allowzero=1))
     return results[0] if len(results) == 1 else results
 
 
-def _core_dim(op, node, inputs, batch_ndim, var, value, axis, name):
+def _core_dim(g, node, inputs, batch_ndim, var, value, axis, name):
     """Dim `axis` of a core output: static, or the input dim of the same signature name."""
     if var.type.shape[axis] is not None:
-        return constant(op, [var.type.shape[axis]], "int64")
+        return constant(g, [var.type.shape[axis]], "int64")
     for x, sig in zip(inputs, node.op.inputs_sig, strict=True):
         if name in sig:
             at = batch_ndim + sig.index(name)
-            return op.Shape(x, start=at, end=at + 1)
+            return g.Shape(x, start=at, end=at + 1)
     # Only the loop's results know this dim; an empty batch has none, so raise instead.
-    empty = op.Cast(op.Equal(op.ReduceProd(op.Shape(value, start=0, end=1), keepdims=0), constant(op, 0, "int64")), to=ir.DataType.INT64)
-    guard = op.Gather(constant(op, [0], "int64"), op.Reshape(empty, constant(op, [1], "int64")), axis=0)
-    return op.Add(op.Shape(value, start=axis + 1, end=axis + 2), guard)
+    empty = g.Cast(g.Equal(g.ReduceProd(g.Shape(value, start=0, end=1), keepdims=0), constant(g, 0, "int64")), to=ir.DataType.INT64)
+    guard = g.Gather(constant(g, [0], "int64"), g.Reshape(empty, constant(g, [1], "int64")), axis=0)
+    return g.Add(g.Shape(value, start=axis + 1, end=axis + 2), guard)

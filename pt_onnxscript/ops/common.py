@@ -13,25 +13,25 @@ def out_dtype(node, i: int = 0):
     return onnx_dtype(node.outputs[i].type.dtype)
 
 
-def cast_inputs_to_output(op, node, inputs):
+def cast_inputs_to_output(g, node, inputs):
     """Cast the inputs whose dtype differs from the output's (PyTensor's upcast) to it."""
     target = node.outputs[0].type.dtype
     return [
-        x if var.type.dtype == target else op.Cast(x, to=onnx_dtype(target))
+        x if var.type.dtype == target else g.Cast(x, to=onnx_dtype(target))
         for var, x in zip(node.inputs, inputs, strict=True)
     ]
 
 
-def constant(op, value, dtype: str):
+def constant(g, value, dtype: str):
     """A constant of PyTensor dtype `dtype`, shared with the graph's other constants."""
-    return constant_value(op, tensor_constant(np.asarray(value, dtype=dtype)))
+    return constant_value(g, tensor_constant(np.asarray(value, dtype=dtype)))
 
 
 # ONNX Runtime's Where has no bool/int16/uint16/uint64 kernel; these dtypes hold the same values.
 WHERE_DTYPE = {"bool": "uint8", "int16": "int32", "uint16": "uint32", "uint64": "int64"}
 
 
-def where(op, cond, a, b, dtype: str):
+def where(g, cond, a, b, dtype: str):
     """Where(cond, a, b) for values of PyTensor dtype `dtype`.
 
     ONNX Runtime's Where turns a -0.0 taken from `a` (not from `b`) into +0.0. A constant
@@ -41,17 +41,17 @@ def where(op, cond, a, b, dtype: str):
     via = WHERE_DTYPE.get(dtype)
     if np.dtype(dtype).kind == "f":
         if _no_negative_zero(a):
-            return op.Where(cond, a, b)
+            return g.Where(cond, a, b)
         if _no_negative_zero(b):
-            return op.Where(op.Not(cond), b, a)
-        zero = constant(op, 0, dtype)
-        negative_zero = op.And(op.Equal(a, zero), op.Less(op.Div(constant(op, 1, dtype), a), zero))
-        sign = op.Where(op.And(cond, negative_zero), constant(op, -1, dtype), constant(op, 1, dtype))
-        return op.Mul(op.Where(cond, a, b), sign)
+            return g.Where(g.Not(cond), b, a)
+        zero = constant(g, 0, dtype)
+        negative_zero = g.And(g.Equal(a, zero), g.Less(g.Div(constant(g, 1, dtype), a), zero))
+        sign = g.Where(g.And(cond, negative_zero), constant(g, -1, dtype), constant(g, 1, dtype))
+        return g.Mul(g.Where(cond, a, b), sign)
     if via is None:
-        return op.Where(cond, a, b)
+        return g.Where(cond, a, b)
     to, back = onnx_dtype(via), onnx_dtype(dtype)
-    return op.Cast(op.Where(cond, op.Cast(a, to=to), op.Cast(b, to=to)), to=back)
+    return g.Cast(g.Where(cond, g.Cast(a, to=to), g.Cast(b, to=to)), to=back)
 
 
 def _no_negative_zero(value) -> bool:
@@ -66,9 +66,9 @@ def _no_negative_zero(value) -> bool:
 CHECK = "pt_onnxscript.check"
 
 
-def failure_guard(op, failed, exc_type: type[Exception], message: str):
+def failure_guard(g, failed, exc_type: type[Exception], message: str):
     """A value that makes ONNX Runtime fail when any of `failed` (a bool tensor, or a list of
-    them) is true: an empty shape vector to Expand values by (``op.Expand(value, guard)``
+    them) is true: an empty shape vector to Expand values by (``g.Expand(value, guard)``
     leaves them unchanged, -0.0 and NaN included), gathered from one empty row at index 1
     when the check fails.
 
@@ -79,19 +79,19 @@ def failure_guard(op, failed, exc_type: type[Exception], message: str):
     flags = []
     for value in failed if isinstance(failed, list | tuple) else [failed]:
         if value.shape is None or len(value.shape) != 0:
-            value = op.ReduceMax(op.Cast(value, to=ir.DataType.UINT8), keepdims=0)
-        flags.append(op.Cast(value, to=ir.DataType.INT64))
-    index = flags[0] if len(flags) == 1 else op.Max(*flags)
-    rows = constant(op, np.zeros((1, 0)), "int64")
-    name = f"{op.builder._qualify_node_name('check')}: {message}"
-    guard = op.Gather(rows, index, axis=0, _name=name)
+            value = g.ReduceMax(g.Cast(value, to=ir.DataType.UINT8), keepdims=0)
+        flags.append(g.Cast(value, to=ir.DataType.INT64))
+    index = flags[0] if len(flags) == 1 else g.Max(*flags)
+    rows = constant(g, np.zeros((1, 0)), "int64")
+    name = f"{g.builder._qualify_node_name('check')}: {message}"
+    guard = g.Gather(rows, index, axis=0, _name=name)
     guard.producer().meta[CHECK] = (exc_type, message)
     return guard
 
 
-def raise_if(op, failed, value, exc_type: type[Exception], message: str):
+def raise_if(g, failed, value, exc_type: type[Exception], message: str):
     """`value`, made to raise ``exc_type(message)`` when any of `failed` is true."""
-    return op.Expand(value, failure_guard(op, failed, exc_type, message))
+    return g.Expand(value, failure_guard(g, failed, exc_type, message))
 
 
 RUNTIME_BROADCAST = (
@@ -112,7 +112,7 @@ def _known_size(var, value, d: int) -> int | None:
     return None
 
 
-def check_runtime_broadcast(op, variables, values, ndim: int):
+def check_runtime_broadcast(g, variables, values, ndim: int):
     """`values`, guarded to raise PyTensor's runtime-broadcasting error where, in one of the
     first `ndim` dims, an input not declared broadcastable there has length 1 at run time
     while another has not (ONNX would broadcast it; Elemwise and Blockwise refuse)."""
@@ -124,42 +124,42 @@ def check_runtime_broadcast(op, variables, values, ndim: int):
             checked.append(d)
     if not checked:
         return list(values)
-    positions = constant(op, checked, "int64")
-    unsqueeze = constant(op, [0], "int64")
-    lengths = op.Concat(
-        *[op.Unsqueeze(op.Gather(op.Shape(v), positions, axis=0), unsqueeze) for v in values], axis=0
+    positions = constant(g, checked, "int64")
+    unsqueeze = constant(g, [0], "int64")
+    lengths = g.Concat(
+        *[g.Unsqueeze(g.Gather(g.Shape(v), positions, axis=0), unsqueeze) for v in values], axis=0
     )
     declared = np.array([[not var.type.broadcastable[d] for d in checked] for var in variables])
-    one = op.Equal(lengths, constant(op, 1, "int64"))
-    undeclared_one = op.Cast(op.And(one, constant(op, declared, "bool")), to=ir.DataType.UINT8)
-    other = op.Cast(op.Not(one), to=ir.DataType.UINT8)
-    axis = constant(op, [0], "int64")
-    failed = op.And(
-        op.Cast(op.ReduceMax(undeclared_one, axis, keepdims=0), to=ir.DataType.BOOL),
-        op.Cast(op.ReduceMax(other, axis, keepdims=0), to=ir.DataType.BOOL),
+    one = g.Equal(lengths, constant(g, 1, "int64"))
+    undeclared_one = g.Cast(g.And(one, constant(g, declared, "bool")), to=ir.DataType.UINT8)
+    other = g.Cast(g.Not(one), to=ir.DataType.UINT8)
+    axis = constant(g, [0], "int64")
+    failed = g.And(
+        g.Cast(g.ReduceMax(undeclared_one, axis, keepdims=0), to=ir.DataType.BOOL),
+        g.Cast(g.ReduceMax(other, axis, keepdims=0), to=ir.DataType.BOOL),
     )
-    guard = failure_guard(op, failed, ValueError, RUNTIME_BROADCAST)
-    return [op.Expand(v, guard) for v in values]
+    guard = failure_guard(g, failed, ValueError, RUNTIME_BROADCAST)
+    return [g.Expand(v, guard) for v in values]
 
 
-def inline(op, function, *args):
+def inline(g, function, *args):
     """Inline scripted `function`; the scripted functions it calls are inlined with the model."""
-    _register_callees(op.builder.functions, function)
-    return op.call_inline(function, *args)
+    _register_callees(g.builder.functions, function)
+    return g.call_inline(function, *args)
 
 
-def inline_in_float64(op, node, function, *inputs, variables=None):
+def inline_in_float64(g, node, function, *inputs, variables=None):
     """Inline scripted float64 `function` on `inputs` (the ONNX values of `variables`, by
     default the node's inputs) cast to float64, its result rounded once to the node's output
     dtype."""
     variables = node.inputs if variables is None else variables
     args = [
-        x if var.type.dtype == "float64" else op.Cast(x, to=onnx_dtype("float64"))
+        x if var.type.dtype == "float64" else g.Cast(x, to=onnx_dtype("float64"))
         for var, x in zip(variables, inputs, strict=True)
     ]
-    result = inline(op, function, *args)
+    result = inline(g, function, *args)
     out = node.outputs[0].type.dtype
-    return result if out == "float64" else op.Cast(result, to=onnx_dtype(out))
+    return result if out == "float64" else g.Cast(result, to=onnx_dtype(out))
 
 
 def _register_callees(functions, function):
@@ -173,22 +173,22 @@ def _register_callees(functions, function):
             _register_callees(functions, callee)
 
 
-def loop(op, count, state, step, kind: str, *, condition=None):
-    """The final `state` of an ONNX Loop running ``state = step(op, k, *state)`` for k in
+def loop(g, count, state, step, kind: str, *, condition=None):
+    """The final `state` of an ONNX Loop running ``state = step(g, k, *state)`` for k in
     range(`count`) (None: no bound).
 
     With a `condition` (a 0-d bool: whether to run the first step), the Loop runs while it
     holds and `step` returns ``(go_on, *state)``. Value names in the body start with a tag
     numbered per model (deterministic files).
     """
-    tag = subgraph_tag(op, kind)
+    tag = subgraph_tag(g, kind)
 
-    def body(op, k, go, *values):
-        op.builder.push_module(tag)  # keeps value names apart from the outer graph's
-        results = step(op, k, *values)
-        return [op.Identity(go), *results] if condition is None else list(results)
+    def body(g, k, go, *values):
+        g.builder.push_module(tag)  # keeps value names apart from the outer graph's
+        results = step(g, k, *values)
+        return [g.Identity(go), *results] if condition is None else list(results)
 
-    graph = op.builder.subgraph(
+    graph = g.builder.subgraph(
         body,
         inputs=[
             ir.val(f"{tag}_k", ir.DataType.INT64, []),
@@ -201,14 +201,14 @@ def loop(op, count, state, step, kind: str, *, condition=None):
         ],
         name=tag,
     )
-    result = op.Loop(count, condition, *state, body=graph, _outputs=len(state))
+    result = g.Loop(count, condition, *state, body=graph, _outputs=len(state))
     return list(result) if len(state) > 1 else [result]
 
 
-def subgraph_tag(op, kind: str) -> str:
+def subgraph_tag(g, kind: str) -> str:
     """A prefix for a subgraph's value names: ONNX wants names unique across nested graphs.
 
     Numbered per model, so exporting the same graph twice gives the same file."""
-    root = op.builder.root
+    root = g.builder.root
     root.subgraph_count = getattr(root, "subgraph_count", 0) + 1
     return f"{kind}{root.subgraph_count}"

@@ -8,14 +8,14 @@ from pt_onnxscript.translate import rewritten_copy, translate_inner_graph
 
 
 @register(DeepCopyOp, TypeCastingOp)
-def identity(op, node, x):
+def identity(g, node, x):
     """DeepCopyOp, ViewOp -> Identity."""
-    return op.Identity(x)
+    return g.Identity(x)
 
 
 @register(OpFromGraph)
-def op_from_graph(op, node, *inputs):
+def op_from_graph(g, node, *inputs):
     """OpFromGraph -> a copy of its inner graph, given mode "ONNX"'s rewrites, inlined."""
     fgraph = rewritten_copy(node.op.fgraph)
-    outputs = translate_inner_graph(op, fgraph.inputs, fgraph.outputs, fgraph.toposort(), inputs)
+    outputs = translate_inner_graph(g, fgraph.inputs, fgraph.outputs, fgraph.toposort(), inputs)
     return outputs[0] if len(outputs) == 1 else outputs

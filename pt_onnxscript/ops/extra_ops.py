@@ -22,8 +22,8 @@ from pt_onnxscript.types import onnx_dtype
 CUMSUM_DTYPES = {"float32", "float64", "int32", "int64"}
 
 
-def _flatten(op, x):
-    return op.Reshape(x, constant(op, [-1], "int64"))
+def _flatten(g, x):
+    return g.Reshape(x, constant(g, [-1], "int64"))
 
 
 @register_check(CumOp)
@@ -35,34 +35,34 @@ def cumsum_dtype(node):
 
 
 @register(CumOp)
-def cumop(op, node, x):
+def cumop(g, node, x):
     """CumOp -> CumSum (add); a Loop of running products (mul), as NumPy multiplies in order."""
     axis = node.op.axis
     if axis is None:
-        x, axis = _flatten(op, x), 0
+        x, axis = _flatten(g, x), 0
     dtype = node.outputs[0].type.dtype
     if node.op.mode == "add":
         via = dtype if dtype in CUMSUM_DTYPES else "int64"
-        x = x if via == dtype else op.Cast(x, to=onnx_dtype(via))
-        total = op.CumSum(x, constant(op, axis, "int64"))
-        return total if via == dtype else op.Cast(total, to=onnx_dtype(dtype))
-    return _cumprod(op, node, x, axis, node.outputs[0].type.ndim if node.op.axis is not None else 1)
+        x = x if via == dtype else g.Cast(x, to=onnx_dtype(via))
+        total = g.CumSum(x, constant(g, axis, "int64"))
+        return total if via == dtype else g.Cast(total, to=onnx_dtype(dtype))
+    return _cumprod(g, node, x, axis, node.outputs[0].type.ndim if node.op.axis is not None else 1)
 
 
-def _cumprod(op, node, x, axis: int, ndim: int):
+def _cumprod(g, node, x, axis: int, ndim: int):
     """Running products along `axis`: a Loop carrying the product, its steps as scan outputs."""
     perm = [axis] + [a for a in range(ndim) if a != axis]
-    front = op.Transpose(x, perm=perm) if axis else x
+    front = g.Transpose(x, perm=perm) if axis else x
     dtype = onnx_dtype(node.outputs[0].type.dtype)
-    ones = op.Expand(constant(op, 1, node.outputs[0].type.dtype), op.Shape(front, start=1))
+    ones = g.Expand(constant(g, 1, node.outputs[0].type.dtype), g.Shape(front, start=1))
 
-    def body(op, i, condition, product):
-        op.builder.push_module(tag)  # keeps value names apart from the outer graph's
-        product = op.Mul(product, op.Gather(front, i, axis=0))
-        return [op.Identity(condition), product, op.Identity(product)]
+    def body(g, i, condition, product):
+        g.builder.push_module(tag)  # keeps value names apart from the outer graph's
+        product = g.Mul(product, g.Gather(front, i, axis=0))
+        return [g.Identity(condition), product, g.Identity(product)]
 
-    tag = subgraph_tag(op, "cumprod")
-    graph = op.builder.subgraph(
+    tag = subgraph_tag(g, "cumprod")
+    graph = g.builder.subgraph(
         body,
         inputs=[
             ir.val(f"{tag}_i", ir.DataType.INT64, []),
@@ -76,41 +76,41 @@ def _cumprod(op, node, x, axis: int, ndim: int):
         ],
         name="cumprod_body",
     )
-    count = op.Squeeze(op.Shape(front, start=0, end=1), constant(op, [0], "int64"))
-    _, steps = op.Loop(count, None, ones, body=graph, _outputs=2)
+    count = g.Squeeze(g.Shape(front, start=0, end=1), constant(g, [0], "int64"))
+    _, steps = g.Loop(count, None, ones, body=graph, _outputs=2)
     # With no steps the scan output has no shape of its own: give it the input's.
-    steps = op.Reshape(steps, op.Shape(front), allowzero=1)
+    steps = g.Reshape(steps, g.Shape(front), allowzero=1)
     if not axis:
         return steps
     inverse = sorted(range(ndim), key=perm.__getitem__)
-    return op.Transpose(steps, perm=inverse)
+    return g.Transpose(steps, perm=inverse)
 
 
 @register(Repeat)
-def repeat(op, node, x, repeats):
+def repeat(g, node, x, repeats):
     """Repeat -> Gather of each element's index, repeated: the running count of boundaries."""
     axis = node.op.axis
     if axis is None:
-        x, axis = _flatten(op, x), 0
-    repeats = op.Cast(repeats, to=ir.DataType.INT64)
+        x, axis = _flatten(g, x), 0
+    repeats = g.Cast(repeats, to=ir.DataType.INT64)
     if node.inputs[1].type.ndim == 0:
-        count = op.Shape(x, start=axis, end=axis + 1)
-        repeats = op.Expand(repeats, count)
-    zero, one = constant(op, 0, "int64"), constant(op, 1, "int64")
-    ends = op.CumSum(repeats, zero)
-    total = op.ReduceSum(repeats, keepdims=1)
+        count = g.Shape(x, start=axis, end=axis + 1)
+        repeats = g.Expand(repeats, count)
+    zero, one = constant(g, 0, "int64"), constant(g, 1, "int64")
+    ends = g.CumSum(repeats, zero)
+    total = g.ReduceSum(repeats, keepdims=1)
     # A mark at each element's end (an extra slot takes the ends equal to the total).
-    marks = op.Expand(zero, op.Add(total, one))
-    marks = op.ScatterElements(marks, ends, op.Expand(one, op.Shape(ends)), axis=0, reduction="add")
-    index = op.CumSum(op.Slice(marks, constant(op, [0], "int64"), total, constant(op, [0], "int64")), zero)
-    return op.Gather(x, index, axis=axis)
+    marks = g.Expand(zero, g.Add(total, one))
+    marks = g.ScatterElements(marks, ends, g.Expand(one, g.Shape(ends)), axis=0, reduction="add")
+    index = g.CumSum(g.Slice(marks, constant(g, [0], "int64"), total, constant(g, [0], "int64")), zero)
+    return g.Gather(x, index, axis=axis)
 
 
-def _before(op, a, b, side: str):
+def _before(g, a, b, side: str):
     """a comes before b in NumPy's order (NaN last): a < b (left) or a <= b (right)."""
     if side == "left":
-        return op.Or(op.Less(a, b), op.And(op.IsNaN(b), op.Not(op.IsNaN(a))))
-    return op.Or(op.LessOrEqual(a, b), op.IsNaN(b))
+        return g.Or(g.Less(a, b), g.And(g.IsNaN(b), g.Not(g.IsNaN(a))))
+    return g.Or(g.LessOrEqual(a, b), g.IsNaN(b))
 
 
 @register_check(SearchsortedOp)
@@ -120,44 +120,44 @@ def searchsorted_dtypes(node):
 
 
 @register(SearchsortedOp)
-def searchsorted(op, node, x, v, sorter=None):
+def searchsorted(g, node, x, v, sorter=None):
     """SearchsortedOp -> count of the x before each v (O(len(x) * len(v)) comparisons)."""
     if sorter is not None:
-        x = op.Gather(x, sorter, axis=0)
+        x = g.Gather(x, sorter, axis=0)
     dtype = node.inputs[0].type.dtype
-    vs = op.Unsqueeze(v, constant(op, [-1], "int64"))
+    vs = g.Unsqueeze(v, constant(g, [-1], "int64"))
     if dtype.startswith("float"):
-        before = _before(op, x, vs, node.op.side)
+        before = _before(g, x, vs, node.op.side)
     else:
-        before = op.Less(x, vs) if node.op.side == "left" else op.LessOrEqual(x, vs)
-    return op.ReduceSum(op.Cast(before, to=ir.DataType.INT64), constant(op, [-1], "int64"), keepdims=0)
+        before = g.Less(x, vs) if node.op.side == "left" else g.LessOrEqual(x, vs)
+    return g.ReduceSum(g.Cast(before, to=ir.DataType.INT64), constant(g, [-1], "int64"), keepdims=0)
 
 
-def _diagonal_mask(op, a, offset):
-    zero, one = constant(op, 0, "int64"), constant(op, 1, "int64")
-    rows = op.Range(zero, op.Squeeze(op.Shape(a, start=0, end=1), constant(op, [0], "int64")), one)
-    cols = op.Range(zero, op.Squeeze(op.Shape(a, start=1, end=2), constant(op, [0], "int64")), one)
-    rows = op.Unsqueeze(rows, constant(op, [1], "int64"))
-    return op.Equal(op.Sub(cols, rows), offset)
+def _diagonal_mask(g, a, offset):
+    zero, one = constant(g, 0, "int64"), constant(g, 1, "int64")
+    rows = g.Range(zero, g.Squeeze(g.Shape(a, start=0, end=1), constant(g, [0], "int64")), one)
+    cols = g.Range(zero, g.Squeeze(g.Shape(a, start=1, end=2), constant(g, [0], "int64")), one)
+    rows = g.Unsqueeze(rows, constant(g, [1], "int64"))
+    return g.Equal(g.Sub(cols, rows), offset)
 
 
 @register(FillDiagonal)
-def fill_diagonal(op, node, a, value):
+def fill_diagonal(g, node, a, value):
     """FillDiagonal -> Where(row == col, value, a) (matrices)."""
     if node.inputs[0].type.ndim != 2:
         raise TranslationError(f"{node}: only matrices are supported")
     dtype = node.outputs[0].type.dtype
-    value = value if node.inputs[1].type.dtype == dtype else op.Cast(value, to=onnx_dtype(dtype))
-    return where(op, _diagonal_mask(op, a, constant(op, 0, "int64")), op.Expand(value, op.Shape(a)), a, dtype)
+    value = value if node.inputs[1].type.dtype == dtype else g.Cast(value, to=onnx_dtype(dtype))
+    return where(g, _diagonal_mask(g, a, constant(g, 0, "int64")), g.Expand(value, g.Shape(a)), a, dtype)
 
 
 @register(FillDiagonalOffset)
-def fill_diagonal_offset(op, node, a, value, offset):
+def fill_diagonal_offset(g, node, a, value, offset):
     """FillDiagonalOffset -> Where(col - row == offset, value, a)."""
     dtype = node.outputs[0].type.dtype
-    value = value if node.inputs[1].type.dtype == dtype else op.Cast(value, to=onnx_dtype(dtype))
-    mask = _diagonal_mask(op, a, op.Cast(offset, to=ir.DataType.INT64))
-    return where(op, mask, op.Expand(value, op.Shape(a)), a, dtype)
+    value = value if node.inputs[1].type.dtype == dtype else g.Cast(value, to=onnx_dtype(dtype))
+    mask = _diagonal_mask(g, a, g.Cast(offset, to=ir.DataType.INT64))
+    return where(g, mask, g.Expand(value, g.Shape(a)), a, dtype)
 
 
 @register_check(Unique)
@@ -168,36 +168,36 @@ def unique_dtype(node):
 
 
 @register(Unique)
-def unique(op, node, x):
+def unique(g, node, x):
     """Unique -> Unique(sorted=1): values, first indices, inverse and counts, as np.unique.
 
     Floats are flattened into (is NaN, value or 0) rows: NaNs then count as one value, last,
     as np.unique has them (ONNX Runtime's Unique mishandles NaN).
     """
-    d = node.op
+    op = node.op
     dtype = node.inputs[0].type.dtype
-    if d.axis is None and dtype.startswith("float"):
-        flat = op.Reshape(x, constant(op, [-1], "int64"))
-        nan = op.IsNaN(flat)
-        column = constant(op, [1], "int64")
-        rows = op.Concat(
-            op.Unsqueeze(op.Cast(nan, to=onnx_dtype(dtype)), column),
-            op.Unsqueeze(op.Where(nan, constant(op, 0, dtype), flat), column),
+    if op.axis is None and dtype.startswith("float"):
+        flat = g.Reshape(x, constant(g, [-1], "int64"))
+        nan = g.IsNaN(flat)
+        column = constant(g, [1], "int64")
+        rows = g.Concat(
+            g.Unsqueeze(g.Cast(nan, to=onnx_dtype(dtype)), column),
+            g.Unsqueeze(g.Where(nan, constant(g, 0, dtype), flat), column),
             axis=1,
         )
-        keys, first, inverse, counts = op.Unique(rows, sorted=1, axis=0, _outputs=4)
-        flags, numbers = (op.Gather(keys, constant(op, k, "int64"), axis=1) for k in (0, 1))
-        values = op.Where(op.Greater(flags, constant(op, 0, dtype)), constant(op, np.nan, dtype), numbers)
+        keys, first, inverse, counts = g.Unique(rows, sorted=1, axis=0, _outputs=4)
+        flags, numbers = (g.Gather(keys, constant(g, k, "int64"), axis=1) for k in (0, 1))
+        values = g.Where(g.Greater(flags, constant(g, 0, dtype)), constant(g, np.nan, dtype), numbers)
     else:
         # ONNX Runtime's Unique kernels: int8, int64, float32, float64.
         via = {"bool": "int8", "uint8": "int64", "int16": "int64", "uint16": "int64",
                "int32": "int64", "uint32": "int64", "float16": "float32"}.get(dtype, dtype)
-        kwargs = {} if d.axis is None else {"axis": d.axis}
-        keys = x if via == dtype else op.Cast(x, to=onnx_dtype(via))
-        values, first, inverse, counts = op.Unique(keys, sorted=1, _outputs=4, **kwargs)
-        values = values if via == dtype else op.Cast(values, to=onnx_dtype(dtype))
+        kwargs = {} if op.axis is None else {"axis": op.axis}
+        keys = x if via == dtype else g.Cast(x, to=onnx_dtype(via))
+        values, first, inverse, counts = g.Unique(keys, sorted=1, _outputs=4, **kwargs)
+        values = values if via == dtype else g.Cast(values, to=onnx_dtype(dtype))
     wanted = [values]
-    wanted += [first] if d.return_index else []
-    wanted += [inverse] if d.return_inverse else []
-    wanted += [counts] if d.return_counts else []
+    wanted += [first] if op.return_index else []
+    wanted += [inverse] if op.return_inverse else []
+    wanted += [counts] if op.return_counts else []
     return wanted if len(wanted) > 1 else values

@@ -28,7 +28,7 @@ WIDER = {"ReduceSum": MODULAR, "ReduceProd": MODULAR, "ReduceMax": ORDERED, "Red
 
 
 @register(CAReduce)
-def careduce(op, node, x):
+def careduce(g, node, x):
     """CAReduce -> Reduce{Sum,Prod,Max,Min}, computed in the accumulation dtype.
 
     NumPy's empty reductions: any of nothing is False, all of nothing is True, max and min
@@ -40,47 +40,47 @@ def careduce(op, node, x):
     name = next((n for cls, n in REDUCTIONS.items() if issubclass(scalar_op, cls)), None)
     in_dtype = node.inputs[0].type.dtype
     if scalar_op in (ps.AND, ps.OR) and in_dtype != "bool":
-        x = op.Not(op.Equal(x, op.CastLike(0, x)))
+        x = g.Not(g.Equal(x, g.CastLike(0, x)))
         in_dtype = "bool"
     if node.op.axis == () or node.inputs[0].type.ndim == 0:
-        return op.Cast(x, to=out_dtype(node))
+        return g.Cast(x, to=out_dtype(node))
     ndim = node.inputs[0].type.ndim
     axes = list(range(ndim)) if node.op.axis is None else sorted(node.op.axis)
     if scalar_op in (ps.AND, ps.OR):
         # uint8: its empty ReduceMin is 255 (true) and its empty ReduceMax 0 (false).
-        result = getattr(op, name)(op.Cast(x, to=ir.DataType.UINT8), _int(op, axes), keepdims=0)
-        return op.Cast(result, to=out_dtype(node))
+        result = getattr(g, name)(g.Cast(x, to=ir.DataType.UINT8), _int(g, axes), keepdims=0)
+        return g.Cast(result, to=out_dtype(node))
     acc = getattr(node.op, "acc_dtype", None) or node.outputs[0].type.dtype
     acc = WIDER[name].get(acc, acc)
     if isinstance(node.op, ProdWithoutZeros):
-        x = op.Where(op.Equal(x, op.CastLike(0, x)), op.CastLike(1, x), x)
+        x = g.Where(g.Equal(x, g.CastLike(0, x)), g.CastLike(1, x), x)
     if in_dtype != acc:
-        x = op.Cast(x, to=onnx_dtype(acc))
+        x = g.Cast(x, to=onnx_dtype(acc))
     if acc == "uint64" and name in ("ReduceMax", "ReduceMin"):
-        result = _from_ordered(op, getattr(op, name)(_to_ordered(op, x), _int(op, axes), keepdims=0))
+        result = _from_ordered(g, getattr(g, name)(_to_ordered(g, x), _int(g, axes), keepdims=0))
     elif name in ("ReduceSum", "ReduceProd") and np.dtype(acc).kind != "f":
-        rows = _reduced_last(op, x, axes, ndim)
-        result = _integer_sum(op, rows) if name == "ReduceSum" else _integer_prod(op, rows, ndim - len(axes))
+        rows = _reduced_last(g, x, axes, ndim)
+        result = _integer_sum(g, rows) if name == "ReduceSum" else _integer_prod(g, rows, ndim - len(axes))
     else:
-        result = getattr(op, name)(x, _int(op, axes), keepdims=0)
+        result = getattr(g, name)(x, _int(g, axes), keepdims=0)
     if name in ("ReduceMax", "ReduceMin"):
         if np.dtype(acc).kind == "f":
-            _, any_nan = _nan_flags(op, x, axes)
-            result = op.Where(any_nan, op.CastLike(np.nan, result), result)
-        result = _raise_if_empty(op, node, x, axes, result, _no_identity(name))
+            _, any_nan = _nan_flags(g, x, axes)
+            result = g.Where(any_nan, g.CastLike(np.nan, result), result)
+        result = _raise_if_empty(g, node, x, axes, result, _no_identity(name))
     if acc != node.outputs[0].type.dtype:
-        result = op.Cast(result, to=out_dtype(node))
+        result = g.Cast(result, to=out_dtype(node))
     return result
 
 
-def _int(op, value):
-    return constant(op, value, "int64")
+def _int(g, value):
+    return constant(g, value, "int64")
 
 
-def _nan_flags(op, x, axes):
+def _nan_flags(g, x, axes):
     """Where `x` is NaN (uint8), and whether any element over `axes` is (bool)."""
-    nan = op.Cast(op.IsNaN(x), to=ir.DataType.UINT8)
-    return nan, op.Cast(op.ReduceMax(nan, _int(op, axes), keepdims=0), to=ir.DataType.BOOL)
+    nan = g.Cast(g.IsNaN(x), to=ir.DataType.UINT8)
+    return nan, g.Cast(g.ReduceMax(nan, _int(g, axes), keepdims=0), to=ir.DataType.BOOL)
 
 
 def _no_identity(name: str) -> str:
@@ -88,65 +88,65 @@ def _no_identity(name: str) -> str:
     return f"zero-size array to reduction operation {what} which has no identity"
 
 
-def _to_ordered(op, x):
+def _to_ordered(g, x):
     """uint64 `x` as the int64 values in the same order (ONNX Runtime has no uint64 ReduceMax,
     ReduceMin or ArgMax): its bits, shifted by 2**63 modulo 2**64."""
-    return op.Add(op.Cast(x, to=ir.DataType.INT64), _int(op, np.iinfo(np.int64).min))
+    return g.Add(g.Cast(x, to=ir.DataType.INT64), _int(g, np.iinfo(np.int64).min))
 
 
-def _from_ordered(op, x):
+def _from_ordered(g, x):
     """The uint64 values of `_to_ordered`'s results."""
-    return op.Cast(op.Add(x, _int(op, np.iinfo(np.int64).min)), to=ir.DataType.UINT64)
+    return g.Cast(g.Add(x, _int(g, np.iinfo(np.int64).min)), to=ir.DataType.UINT64)
 
 
-def _raise_if_empty(op, node, x, axes, result, message):
+def _raise_if_empty(g, node, x, axes, result, message):
     """`result`, raising NumPy's error when the reduced dims hold no element."""
     static = [node.inputs[0].type.shape[d] for d in axes]
     if all(size is not None and size > 0 for size in static):
         return result
-    sizes = op.Gather(op.Shape(x), _int(op, axes), axis=0)
-    empty = op.Equal(op.ReduceProd(sizes, keepdims=0), _int(op, 0))
-    return raise_if(op, empty, result, ValueError, message)
+    sizes = g.Gather(g.Shape(x), _int(g, axes), axis=0)
+    empty = g.Equal(g.ReduceProd(sizes, keepdims=0), _int(g, 0))
+    return raise_if(g, empty, result, ValueError, message)
 
 
-def _reduced_last(op, x, axes, ndim):
+def _reduced_last(g, x, axes, ndim):
     """`x` with the kept dims first and the reduced ones flattened into a last dim."""
     kept = [d for d in range(ndim) if d not in axes]
     if kept + axes != list(range(ndim)):
-        x = op.Transpose(x, perm=kept + axes)
-    shape = op.Shape(x)
-    count = op.ReduceProd(op.Slice(shape, _int(op, [len(kept)]), _int(op, [ndim])), keepdims=1)
-    parts = [op.Slice(shape, _int(op, [0]), _int(op, [len(kept)])), count] if kept else [count]
-    return op.Reshape(x, op.Concat(*parts, axis=0) if kept else count, allowzero=1)
+        x = g.Transpose(x, perm=kept + axes)
+    shape = g.Shape(x)
+    count = g.ReduceProd(g.Slice(shape, _int(g, [len(kept)]), _int(g, [ndim])), keepdims=1)
+    parts = [g.Slice(shape, _int(g, [0]), _int(g, [len(kept)])), count] if kept else [count]
+    return g.Reshape(x, g.Concat(*parts, axis=0) if kept else count, allowzero=1)
 
 
-def _integer_sum(op, rows):
+def _integer_sum(g, rows):
     """The exact, wrapping sums over the last dim of int64 `rows`: a MatMul with ones."""
-    ones = op.Expand(_int(op, 1), op.Shape(rows, start=-1))
-    return op.MatMul(rows, ones)
+    ones = g.Expand(_int(g, 1), g.Shape(rows, start=-1))
+    return g.MatMul(rows, ones)
 
 
-def _integer_prod(op, rows, kept: int):
+def _integer_prod(g, rows, kept: int):
     """The exact, wrapping products over the last dim of int64 `rows` (of rank kept + 1):
     pairs multiplied until one value is left, padded with ones to an even length."""
-    rows = op.Concat(rows, op.Expand(_int(op, 1), op.Concat(op.Shape(rows, end=-1), _int(op, [1]), axis=0)), axis=-1)
+    rows = g.Concat(rows, g.Expand(_int(g, 1), g.Concat(g.Shape(rows, end=-1), _int(g, [1]), axis=0)), axis=-1)
 
-    def step(op, _, y):
-        length = op.Shape(y, start=-1)
-        half = op.Div(op.Add(length, _int(op, 1)), _int(op, 2))
-        pads = op.Concat(_int(op, [0] * (2 * kept + 1)), op.Sub(op.Add(half, half), length), axis=0)
-        y = op.Pad(y, pads, _int(op, 1))
-        y = op.Reshape(y, op.Concat(op.Shape(y, end=-1), half, _int(op, [2]), axis=0), allowzero=1)
-        y = op.Mul(op.Gather(y, _int(op, 0), axis=-1), op.Gather(y, _int(op, 1), axis=-1))
-        return [op.Squeeze(op.Greater(half, _int(op, [1])), _int(op, [0])), y]
+    def step(g, _, y):
+        length = g.Shape(y, start=-1)
+        half = g.Div(g.Add(length, _int(g, 1)), _int(g, 2))
+        pads = g.Concat(_int(g, [0] * (2 * kept + 1)), g.Sub(g.Add(half, half), length), axis=0)
+        y = g.Pad(y, pads, _int(g, 1))
+        y = g.Reshape(y, g.Concat(g.Shape(y, end=-1), half, _int(g, [2]), axis=0), allowzero=1)
+        y = g.Mul(g.Gather(y, _int(g, 0), axis=-1), g.Gather(y, _int(g, 1), axis=-1))
+        return [g.Squeeze(g.Greater(half, _int(g, [1])), _int(g, [0])), y]
 
-    go = op.Squeeze(op.Greater(op.Shape(rows, start=-1), _int(op, [1])), _int(op, [0]))
-    (rows,) = loop(op, None, [rows], step, "prod", condition=go)
-    return op.Squeeze(rows, _int(op, [-1]))
+    go = g.Squeeze(g.Greater(g.Shape(rows, start=-1), _int(g, [1])), _int(g, [0]))
+    (rows,) = loop(g, None, [rows], step, "prod", condition=go)
+    return g.Squeeze(rows, _int(g, [-1]))
 
 
 @register(Argmax)
-def argmax(op, node, x, *axis_input):
+def argmax(g, node, x, *axis_input):
     """Argmax -> ArgMax over one axis (several axes are moved last and flattened first).
 
     As NumPy: the first NaN wins, and an empty axis raises."""
@@ -155,17 +155,17 @@ def argmax(op, node, x, *axis_input):
     dtype = node.inputs[0].type.dtype
     original = x
     if dtype in ORDERED:
-        x = op.Cast(x, to=onnx_dtype(ORDERED[dtype]))
+        x = g.Cast(x, to=onnx_dtype(ORDERED[dtype]))
     elif dtype == "uint64":
-        x = _to_ordered(op, x)
+        x = _to_ordered(g, x)
     if len(axes) != 1:
-        x = _reduced_last(op, x, axes, ndim)
+        x = _reduced_last(g, x, axes, ndim)
     axis = axes[0] if len(axes) == 1 else ndim - len(axes)
-    result = op.ArgMax(x, axis=axis, keepdims=0)
+    result = g.ArgMax(x, axis=axis, keepdims=0)
     if np.dtype(dtype).kind == "f":
-        nan, any_nan = _nan_flags(op, x, [axis])
-        result = op.Where(any_nan, op.ArgMax(nan, axis=axis, keepdims=0), result)
-    return _raise_if_empty(op, node, original, axes, result, "attempt to get argmax of an empty sequence")
+        nan, any_nan = _nan_flags(g, x, [axis])
+        result = g.Where(any_nan, g.ArgMax(nan, axis=axis, keepdims=0), result)
+    return _raise_if_empty(g, node, original, axes, result, "attempt to get argmax of an empty sequence")
 
 
 # Integers ONNX Runtime's MatMul lacks (its unsigned kernels also fail on an empty inner dim)
@@ -190,20 +190,20 @@ def reduction_kind(node):
     return None
 
 
-def matmul(op, node, x, y):
+def matmul(g, node, x, y):
     """MatMul of x and y in the node's output dtype (via a wider int type where ORT needs it)."""
     dtype = node.outputs[0].type.dtype
     compute = dtype if dtype in MATMUL_DTYPES else MATMUL_WIDER.get(dtype)
     x, y = [
-        v if var.type.dtype == compute else op.Cast(v, to=onnx_dtype(compute))
+        v if var.type.dtype == compute else g.Cast(v, to=onnx_dtype(compute))
         for var, v in zip(node.inputs[:2], (x, y), strict=True)
     ]
-    result = op.MatMul(x, y)
-    return result if compute == dtype else op.Cast(result, to=onnx_dtype(dtype))
+    result = g.MatMul(x, y)
+    return result if compute == dtype else g.Cast(result, to=onnx_dtype(dtype))
 
 
 @register(Dot)
 @register_blockwise(Dot)
-def dot(op, node, x, y):
+def dot(g, node, x, y):
     """Dot -> MatMul (which broadcasts batch dims as Blockwise does)."""
-    return matmul(op, node, x, y)
+    return matmul(g, node, x, y)

@@ -26,16 +26,16 @@ def constant_false_condition(node):
 
 
 @register(CheckAndRaise)
-def check_and_raise(op, node, x, *conditions):
+def check_and_raise(g, node, x, *conditions):
     """CheckAndRaise -> x, guarded to raise the op's exception where a condition is false."""
     failed = []
     for var, condition in zip(node.inputs[1:], conditions, strict=True):
         if isinstance(var, Constant):
             continue  # true: constant false conditions fail at export
         if var.type.dtype == "bool":
-            failed.append(op.Not(condition))
+            failed.append(g.Not(condition))
         else:
-            failed.append(op.Equal(condition, constant(op, 0, var.type.dtype)))
+            failed.append(g.Equal(condition, constant(g, 0, var.type.dtype)))
     if not failed:
-        return op.Identity(x)
-    return raise_if(op, failed, x, node.op.exc_type, node.op.msg)
+        return g.Identity(x)
+    return raise_if(g, failed, x, node.op.exc_type, node.op.msg)

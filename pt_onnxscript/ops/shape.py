@@ -9,34 +9,34 @@ from pt_onnxscript.registry import register
 
 
 @register(Shape)
-def shape(op, node, x):
+def shape(g, node, x):
     """Shape -> Shape (int64 vector)."""
-    return op.Shape(x)
+    return g.Shape(x)
 
 
 @register(Shape_i)
-def shape_i(op, node, x):
+def shape_i(g, node, x):
     """Shape_i{i} -> Shape(start=i, end=i+1), squeezed to a scalar."""
     i = node.op.i
-    return op.Squeeze(op.Shape(x, start=i, end=i + 1), op.Constant(value_ints=[0]))
+    return g.Squeeze(g.Shape(x, start=i, end=i + 1), g.Constant(value_ints=[0]))
 
 
 @register(Reshape)
-def reshape(op, node, x, shp):
+def reshape(g, node, x, shp):
     """Reshape -> Reshape(allowzero=1): a 0 in PyTensor's shape is a size, as in NumPy."""
-    return op.Reshape(x, op.Cast(shp, to=ir.DataType.INT64), allowzero=1)
+    return g.Reshape(x, g.Cast(shp, to=ir.DataType.INT64), allowzero=1)
 
 
 @register(SpecifyShape)
-def specify_shape(op, node, x, *shape):
+def specify_shape(g, node, x, *shape):
     """SpecifyShape -> x, guarded to raise PyTensor's AssertionError where a dim whose size
     is not static differs from the one specified."""
     failed = []
     for i, (var, size) in enumerate(zip(node.inputs[1:], shape, strict=True)):
         if isinstance(var.type, NoneTypeT) or node.inputs[0].type.shape[i] is not None:
             continue  # not specified, or already checked by PyTensor's types
-        actual = op.Shape(x, start=i, end=i + 1)
-        failed.append(op.Not(op.Equal(actual, op.Reshape(op.Cast(size, to=ir.DataType.INT64), constant(op, [1], "int64")))))
+        actual = g.Shape(x, start=i, end=i + 1)
+        failed.append(g.Not(g.Equal(actual, g.Reshape(g.Cast(size, to=ir.DataType.INT64), constant(g, [1], "int64")))))
     if not failed:
-        return op.Identity(x)
-    return raise_if(op, failed, x, AssertionError, f"SpecifyShape: dim sizes differ from {node.inputs[1:]}")
+        return g.Identity(x)
+    return raise_if(g, failed, x, AssertionError, f"SpecifyShape: dim sizes differ from {node.inputs[1:]}")

@@ -92,22 +92,22 @@ def _static_kernel(node, var, ndim: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _windows(op, x, kernel, full: bool):
+def _windows(g, x, kernel, full: bool):
     """(offset, window) per kernel entry: the input window that entry multiplies."""
     ndim = len(kernel)
-    axes = constant(op, list(range(-ndim, 0)), "int64")
+    axes = constant(g, list(range(-ndim, 0)), "int64")
     if full:
         pads = [k - 1 for k in kernel] * 2
-        x = op.Pad(x, constant(op, pads, "int64"), None, axes)
+        x = g.Pad(x, constant(g, pads, "int64"), None, axes)
     for offset in np.ndindex(*kernel):
         # out[i] = sum_a k[a] x[i + K - 1 - a]: the window starts at K - 1 - a and ends at n - a.
         starts = [k - 1 - a for k, a in zip(kernel, offset, strict=True)]
-        ends = op.Sub(op.Shape(x, start=-ndim), constant(op, list(offset), "int64"))
-        yield offset, op.Slice(x, constant(op, starts, "int64"), ends, axes)
+        ends = g.Sub(g.Shape(x, start=-ndim), constant(g, list(offset), "int64"))
+        yield offset, g.Slice(x, constant(g, starts, "int64"), ends, axes)
 
 
-def _as(op, var, value, dtype: str):
-    return value if var.type.dtype == dtype else op.Cast(value, to=onnx_dtype(dtype))
+def _as(g, var, value, dtype: str):
+    return value if var.type.dtype == dtype else g.Cast(value, to=onnx_dtype(dtype))
 
 
 @register_check(Convolve1d, Convolve2d)
@@ -119,58 +119,58 @@ def convolution_mode(node):
 
 @register(Convolve1d, Convolve2d)
 @register_blockwise(Convolve1d, Convolve2d)
-def convolve(op, node, x, k, full_mode):
+def convolve(g, node, x, k, full_mode):
     """Convolve1d/2d (batched by broadcasting) -> sum of kernel entry * shifted input window."""
     ndim = getattr(node.op, "core_op", node.op).ndim
     kernel = _static_kernel(node, node.inputs[1], ndim)
     dtype = node.outputs[0].type.dtype
-    x, k = _as(op, node.inputs[0], x, dtype), _as(op, node.inputs[1], k, dtype)
-    trailing = constant(op, list(range(-ndim, 0)), "int64")
+    x, k = _as(g, node.inputs[0], x, dtype), _as(g, node.inputs[1], k, dtype)
+    trailing = constant(g, list(range(-ndim, 0)), "int64")
     total = None
-    for offset, window in _windows(op, x, kernel, bool(node.inputs[2].data)):
+    for offset, window in _windows(g, x, kernel, bool(node.inputs[2].data)):
         entry = k
         for d, a in enumerate(offset):
-            entry = op.Gather(entry, constant(op, a, "int64"), axis=-(ndim - d))
-        term = op.Mul(window, op.Unsqueeze(entry, trailing))
-        total = term if total is None else op.Add(total, term)
+            entry = g.Gather(entry, constant(g, a, "int64"), axis=-(ndim - d))
+        term = g.Mul(window, g.Unsqueeze(entry, trailing))
+        total = term if total is None else g.Add(total, term)
     return total
 
 
 @register(ChannelConv2d)
-def channel_conv2d(op, node, x, w):
+def channel_conv2d(g, node, x, w):
     """ChannelConv2d -> Conv with the kernel flipped (float32); in float64, the shifted
     windows contracted with each kernel entry over the channels (Einsum)."""
     dtype = node.outputs[0].type.dtype
-    x, w = _as(op, node.inputs[0], x, dtype), _as(op, node.inputs[1], w, dtype)
+    x, w = _as(g, node.inputs[0], x, dtype), _as(g, node.inputs[1], w, dtype)
     full = node.op.full
     if dtype in ("float32", "float16"):
-        flipped = op.Slice(
+        flipped = g.Slice(
             w,
-            constant(op, [-1, -1], "int64"),
-            constant(op, [np.iinfo(np.int64).min] * 2, "int64"),
-            constant(op, [2, 3], "int64"),
-            constant(op, [-1, -1], "int64"),
+            constant(g, [-1, -1], "int64"),
+            constant(g, [np.iinfo(np.int64).min] * 2, "int64"),
+            constant(g, [2, 3], "int64"),
+            constant(g, [-1, -1], "int64"),
         )
         if full:
-            grow = op.Sub(op.Shape(w, start=2), constant(op, [1, 1], "int64"))
-            x = op.Pad(x, op.Concat(grow, grow, axis=0), None, constant(op, [2, 3], "int64"))
-        return op.Conv(x, flipped)
+            grow = g.Sub(g.Shape(w, start=2), constant(g, [1, 1], "int64"))
+            x = g.Pad(x, g.Concat(grow, grow, axis=0), None, constant(g, [2, 3], "int64"))
+        return g.Conv(x, flipped)
     kernel = _static_kernel(node, node.inputs[1], 2)
     total = None
-    for (a, b), window in _windows(op, x, kernel, full):
-        entry = op.Gather(op.Gather(w, constant(op, a, "int64"), axis=2), constant(op, b, "int64"), axis=2)
-        term = op.Einsum(window, entry, equation="nchw,oc->nohw")
-        total = term if total is None else op.Add(total, term)
+    for (a, b), window in _windows(g, x, kernel, full):
+        entry = g.Gather(g.Gather(w, constant(g, a, "int64"), axis=2), constant(g, b, "int64"), axis=2)
+        term = g.Einsum(window, entry, equation="nchw,oc->nohw")
+        total = term if total is None else g.Add(total, term)
     return total
 
 
 @register(Pool2d)
-def pool2d(op, node, x):
+def pool2d(g, node, x):
     """Pool2d -> MaxPool with a p x p kernel and stride p (raising, like the reshape it
     replaces, if the image is not rows x cols windows)."""
     p = node.op.size
-    expected = constant(op, [node.op.rows * p, node.op.cols * p], "int64")
-    mismatch = op.ReduceSum(op.Abs(op.Sub(op.Shape(x, start=2), expected)), keepdims=1)
-    guard = op.Gather(constant(op, [0], "int64"), mismatch, axis=0)
-    pooled = op.MaxPool(x, kernel_shape=[p, p], strides=[p, p])
-    return op.Add(pooled, op.CastLike(op.Reshape(guard, constant(op, [], "int64")), pooled))
+    expected = constant(g, [node.op.rows * p, node.op.cols * p], "int64")
+    mismatch = g.ReduceSum(g.Abs(g.Sub(g.Shape(x, start=2), expected)), keepdims=1)
+    guard = g.Gather(constant(g, [0], "int64"), mismatch, axis=0)
+    pooled = g.MaxPool(x, kernel_shape=[p, p], strides=[p, p])
+    return g.Add(pooled, g.CastLike(g.Reshape(guard, constant(g, [], "int64")), pooled))

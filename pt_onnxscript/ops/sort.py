@@ -29,40 +29,40 @@ def _axis(node, x):
     return axis + node.inputs[0].type.ndim if axis < 0 else axis
 
 
-def _ascending(op, key, axis: int):
+def _ascending(g, key, axis: int):
     """Indices sorting `key` along `axis`; TopK breaks ties by the lower index, so it is stable."""
-    count = op.Shape(key, start=axis, end=axis + 1)
-    _, indices = op.TopK(key, count, axis=axis, largest=0, sorted=1, _outputs=2)
+    count = g.Shape(key, start=axis, end=axis + 1)
+    _, indices = g.TopK(key, count, axis=axis, largest=0, sorted=1, _outputs=2)
     return indices
 
 
-def argsort(op, node, x):
+def argsort(g, node, x):
     """Stable ascending order of x along its axis, NaNs last in their original order."""
     axis = _axis(node, x)
     dtype = node.inputs[0].type.dtype
     if node.inputs[1].data is None:
-        x = op.Reshape(x, constant(op, [-1], "int64"))
+        x = g.Reshape(x, constant(g, [-1], "int64"))
     via = TOPK_DTYPE.get(dtype)
-    key = x if via is None else op.Cast(x, to=onnx_dtype(via))
+    key = x if via is None else g.Cast(x, to=onnx_dtype(via))
     if not dtype.startswith("float"):
-        return _ascending(op, key, axis)
-    nan = op.IsNaN(key)
-    order = _ascending(op, op.Where(nan, constant(op, float("inf"), via or dtype), key), axis)
+        return _ascending(g, key, axis)
+    nan = g.IsNaN(key)
+    order = _ascending(g, g.Where(nan, constant(g, float("inf"), via or dtype), key), axis)
     # Then move the NaNs last: a stable sort on the NaN flag keeps both groups in order.
-    flags = op.Cast(op.GatherElements(nan, order, axis=axis), to=ir.DataType.INT32)
-    return op.GatherElements(order, _ascending(op, flags, axis), axis=axis)
+    flags = g.Cast(g.GatherElements(nan, order, axis=axis), to=ir.DataType.INT32)
+    return g.GatherElements(order, _ascending(g, flags, axis), axis=axis)
 
 
 @register(ArgSortOp)
-def argsort_op(op, node, x, axis):
+def argsort_op(g, node, x, axis):
     """ArgSortOp -> TopK(largest=0) indices, NaNs moved last."""
-    return argsort(op, node, x)
+    return argsort(g, node, x)
 
 
 @register(SortOp)
-def sort_op(op, node, x, axis):
+def sort_op(g, node, x, axis):
     """SortOp -> x gathered in its stable sorted order."""
-    order = argsort(op, node, x)
+    order = argsort(g, node, x)
     if node.inputs[1].data is None:
-        x = op.Reshape(x, constant(op, [-1], "int64"))
-    return op.GatherElements(x, order, axis=_axis(node, x))
+        x = g.Reshape(x, constant(g, [-1], "int64"))
+    return g.GatherElements(x, order, axis=_axis(node, x))

@@ -15,32 +15,32 @@ def axes_of(node):
 
 
 @register(pts.Softmax)
-def softmax(op, node, x):
+def softmax(g, node, x):
     """Softmax -> Softmax(axis), or exp(x - max) / sum over several axes."""
     axes = axes_of(node)
     if len(axes) == 1:
-        return op.Softmax(x, axis=axes[0])
-    axes_value = op.Constant(value_ints=axes)
-    e = op.Exp(op.Sub(x, op.ReduceMax(x, axes_value, keepdims=1)))
-    return op.Div(e, op.ReduceSum(e, axes_value, keepdims=1))
+        return g.Softmax(x, axis=axes[0])
+    axes_value = g.Constant(value_ints=axes)
+    e = g.Exp(g.Sub(x, g.ReduceMax(x, axes_value, keepdims=1)))
+    return g.Div(e, g.ReduceSum(e, axes_value, keepdims=1))
 
 
 @register(pts.LogSoftmax)
-def log_softmax(op, node, x):
+def log_softmax(g, node, x):
     """LogSoftmax -> LogSoftmax(axis), or x - max - log(sum(exp(x - max))) over several axes."""
     axes = axes_of(node)
     if len(axes) == 1:
-        return op.LogSoftmax(x, axis=axes[0])
-    axes_value = op.Constant(value_ints=axes)
-    shifted = op.Sub(x, op.ReduceMax(x, axes_value, keepdims=1))
-    return op.Sub(shifted, op.Log(op.ReduceSum(op.Exp(shifted), axes_value, keepdims=1)))
+        return g.LogSoftmax(x, axis=axes[0])
+    axes_value = g.Constant(value_ints=axes)
+    shifted = g.Sub(x, g.ReduceMax(x, axes_value, keepdims=1))
+    return g.Sub(shifted, g.Log(g.ReduceSum(g.Exp(shifted), axes_value, keepdims=1)))
 
 
 if hasattr(pts, "SoftmaxGrad"):
 
     @register(pts.SoftmaxGrad)
-    def softmax_grad(op, node, dy, sm):
+    def softmax_grad(g, node, dy, sm):
         """SoftmaxGrad -> (dy - sum(dy * sm)) * sm over the softmax axes."""
-        axes_value = op.Constant(value_ints=axes_of(node))
-        dy_sm = op.Mul(dy, sm)
-        return op.Sub(dy_sm, op.Mul(op.ReduceSum(dy_sm, axes_value, keepdims=1), sm))
+        axes_value = g.Constant(value_ints=axes_of(node))
+        dy_sm = g.Mul(dy, sm)
+        return g.Sub(dy_sm, g.Mul(g.ReduceSum(dy_sm, axes_value, keepdims=1), sm))

@@ -40,15 +40,15 @@ class Bound:
     static: int | None
     value: ir.Value | None = None
 
-    def as_1d(self, op):
+    def as_1d(self, g):
         if self.static is not None:
-            return constant(op, [self.static], "int64")
-        return op.Reshape(_int64(op, self.value), constant(op, [1], "int64"))
+            return constant(g, [self.static], "int64")
+        return g.Reshape(_int64(g, self.value), constant(g, [1], "int64"))
 
-    def as_0d(self, op):
+    def as_0d(self, g):
         if self.static is not None:
-            return constant(op, self.static, "int64")
-        return _int64(op, self.value)
+            return constant(g, self.static, "int64")
+        return _int64(g, self.value)
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,8 @@ class NewAxis:
     pass
 
 
-def _int64(op, value):
-    return value if value.dtype == ir.DataType.INT64 else op.Cast(value, to=ir.DataType.INT64)
+def _int64(g, value):
+    return value if value.dtype == ir.DataType.INT64 else g.Cast(value, to=ir.DataType.INT64)
 
 
 def _bound(var, value) -> Bound | None:
@@ -126,13 +126,13 @@ def _slice_variable(var, value) -> Slice:
 
 
 @register(MakeSlice)
-def make_slice(op, node, *inputs):
+def make_slice(g, node, *inputs):
     """MakeSlice -> no ONNX value: the slice's bounds, read by the indexing op that uses it."""
     bounds = [_bound(var, value) for var, value in zip(node.inputs, inputs, strict=True)]
     return Slice(*bounds, *([None] * (3 - len(bounds))))
 
 
-def _slice_bounds(op, x, axis: int, dim: int | None, s: Slice):
+def _slice_bounds(g, x, axis: int, dim: int | None, s: Slice):
     """ONNX Slice's start, end and step for `s` on `axis` (1-d int64 values), NumPy's semantics."""
     step = s.step or Bound(1)
     if step.static == 0:
@@ -141,30 +141,30 @@ def _slice_bounds(op, x, axis: int, dim: int | None, s: Slice):
 
     def default(positive_value, negative_value):
         if negative is not None:
-            return constant(op, [negative_value if negative else positive_value], "int64")
-        return op.Where(
-            op.Less(step.as_1d(op), constant(op, [0], "int64")),
-            constant(op, [negative_value], "int64"),
-            constant(op, [positive_value], "int64"),
+            return constant(g, [negative_value if negative else positive_value], "int64")
+        return g.Where(
+            g.Less(step.as_1d(g), constant(g, [0], "int64")),
+            constant(g, [negative_value], "int64"),
+            constant(g, [positive_value], "int64"),
         )
 
-    start = default(0, INT64_MAX) if s.start is None else s.start.as_1d(op)
-    stop = default(INT64_MAX, INT64_MIN) if s.stop is None else s.stop.as_1d(op)
+    start = default(0, INT64_MAX) if s.start is None else s.start.as_1d(g)
+    stop = default(INT64_MAX, INT64_MIN) if s.stop is None else s.stop.as_1d(g)
     # With a negative step, NumPy gives nothing for a start below -n; ONNX clamps it to 0.
     may_start_below = s.start is not None and (
         s.start.static is None or s.start.static < 0 and (dim is None or s.start.static < -dim)
     )
     if negative is not False and may_start_below:
-        n = op.Shape(x, start=axis, end=axis + 1)
-        below = op.Less(start, op.Neg(n))
+        n = g.Shape(x, start=axis, end=axis + 1)
+        below = g.Less(start, g.Neg(n))
         if negative is None:
-            below = op.And(below, op.Less(step.as_1d(op), constant(op, [0], "int64")))
-        zero = constant(op, [0], "int64")
-        start, stop = op.Where(below, zero, start), op.Where(below, zero, stop)
-    return start, stop, step.as_1d(op)
+            below = g.And(below, g.Less(step.as_1d(g), constant(g, [0], "int64")))
+        zero = constant(g, [0], "int64")
+        start, stop = g.Where(below, zero, start), g.Where(below, zero, stop)
+    return start, stop, step.as_1d(g)
 
 
-def _basic(op, x, static_shape, entries):
+def _basic(g, x, static_shape, entries):
     """Apply slices (Slice) and integer indices (Gather); entries cover the first dims of x."""
     sliced = [
         (axis, entry)
@@ -173,79 +173,79 @@ def _basic(op, x, static_shape, entries):
     ]
     if sliced:
         bounds = [
-            _slice_bounds(op, x, axis, static_shape[axis], entry) for axis, entry in sliced
+            _slice_bounds(g, x, axis, static_shape[axis], entry) for axis, entry in sliced
         ]
-        starts, stops, steps = (op.Concat(*parts, axis=0) for parts in zip(*bounds))
-        axes = constant(op, [axis for axis, _ in sliced], "int64")
-        x = op.Slice(x, starts, stops, axes, steps)
+        starts, stops, steps = (g.Concat(*parts, axis=0) for parts in zip(*bounds))
+        axes = constant(g, [axis for axis, _ in sliced], "int64")
+        x = g.Slice(x, starts, stops, axes, steps)
     integers = [(axis, entry) for axis, entry in enumerate(entries) if isinstance(entry, Bound)]
     for axis, entry in reversed(integers):
-        x = op.Gather(x, entry.as_0d(op), axis=axis)
+        x = g.Gather(x, entry.as_0d(g), axis=axis)
     return x
 
 
-def _check_dims(op, mask_shape, x_shape):
+def _check_dims(g, mask_shape, x_shape):
     """Zero (int64) that makes ONNX Runtime raise unless the two shapes are equal."""
-    mismatch = op.ReduceSum(op.Abs(op.Sub(mask_shape, x_shape)), keepdims=0)
-    return op.Gather(constant(op, [0], "int64"), mismatch, axis=0)
+    mismatch = g.ReduceSum(g.Abs(g.Sub(mask_shape, x_shape)), keepdims=0)
+    return g.Gather(constant(g, [0], "int64"), mismatch, axis=0)
 
 
-def _index_arrays(op, x, static_shape, dims):
+def _index_arrays(g, x, static_shape, dims):
     """(axis, int64 index array, ndim) per indexed dim; a mask gives its NonZero coordinates."""
     arrays = []
     for axis, entry in dims:
         if not isinstance(entry, Array):
             continue
         if not entry.mask:
-            arrays.append((axis, _int64(op, entry.value), len(entry.shape)))
+            arrays.append((axis, _int64(g, entry.value), len(entry.shape)))
             continue
         if not entry.shape:
             raise TranslationError("indexing with a 0-d boolean is not supported")
-        coords = op.NonZero(entry.value)
+        coords = g.NonZero(entry.value)
         x_dims = static_shape[axis : axis + len(entry.shape)]
         if None in x_dims or x_dims != entry.shape:
             # NumPy raises when the mask's shape differs from the dims it indexes.
-            x_shape = op.Shape(x, start=axis, end=axis + len(entry.shape))
-            coords = op.Add(coords, _check_dims(op, op.Shape(entry.value), x_shape))
+            x_shape = g.Shape(x, start=axis, end=axis + len(entry.shape))
+            coords = g.Add(coords, _check_dims(g, g.Shape(entry.value), x_shape))
         for k in range(len(entry.shape)):
-            arrays.append((axis + k, op.Gather(coords, constant(op, k, "int64"), axis=0), 1))
+            arrays.append((axis + k, g.Gather(coords, constant(g, k, "int64"), axis=0), 1))
     return arrays
 
 
-def _advanced(op, x, static_shape, entries):
+def _advanced(g, x, static_shape, entries):
     """NumPy's advanced indexing: newaxis and slices first, then the broadcast index arrays."""
     static_shape = tuple(static_shape)
     dims: list[tuple[int, Slice | Array]] = []
     axis = 0
     for entry in entries:
         if isinstance(entry, NewAxis):
-            x = op.Unsqueeze(x, constant(op, [axis], "int64"))
+            x = g.Unsqueeze(x, constant(g, [axis], "int64"))
             static_shape = static_shape[:axis] + (1,) + static_shape[axis:]
             entry = Slice(None, None, None)
         elif isinstance(entry, Bound):
             # An integer among index arrays is a 0-d index array, broadcast with them.
-            entry = Array(entry.as_0d(op), (), False)
+            entry = Array(entry.as_0d(g), (), False)
         dims.append((axis, entry))
         axis += entry.consumed if isinstance(entry, Array) else 1
     per_axis = [e for _, e in dims for _ in range(e.consumed if isinstance(e, Array) else 1)]
-    x = _basic(op, x, static_shape, [e if isinstance(e, Slice) else FULL for e in per_axis])
-    arrays = _index_arrays(op, x, static_shape, dims)
+    x = _basic(g, x, static_shape, [e if isinstance(e, Slice) else FULL for e in per_axis])
+    arrays = _index_arrays(g, x, static_shape, dims)
     if len(arrays) == 1:
         ((axis, index, _),) = arrays
-        return op.Gather(x, index, axis=axis)
+        return g.Gather(x, index, axis=axis)
     axes = [axis for axis, _, _ in arrays]
     others = [axis for axis in range(len(static_shape)) if axis not in axes]
     if axes + others != sorted(axes + others):
-        x = op.Transpose(x, perm=axes + others)
+        x = g.Transpose(x, perm=axes + others)
     indices = [index for _, index, _ in arrays]
-    zero = op.Mul(reduce(op.Add, indices), constant(op, 0, "int64"))
-    last = constant(op, [-1], "int64")
-    result = op.GatherND(x, op.Concat(*(op.Unsqueeze(op.Add(i, zero), last) for i in indices), axis=-1))
+    zero = g.Mul(reduce(g.Add, indices), constant(g, 0, "int64"))
+    last = constant(g, [-1], "int64")
+    result = g.GatherND(x, g.Concat(*(g.Unsqueeze(g.Add(i, zero), last) for i in indices), axis=-1))
     if axes == list(range(axes[0], axes[0] + len(axes))) and axes[0] > 0:
         # NumPy puts the dims of adjacent index arrays where the dims they index were.
         batch = max(ndim for _, _, ndim in arrays)
         perm = [*range(batch, batch + axes[0]), *range(batch), *range(batch + axes[0], batch + len(others))]
-        result = op.Transpose(result, perm=perm)
+        result = g.Transpose(result, perm=perm)
     return result
 
 
@@ -253,76 +253,76 @@ FULL = Slice(None, None, None)
 
 
 @register(Subtensor)
-def subtensor(op, node, x, *indices):
+def subtensor(g, node, x, *indices):
     """Subtensor -> one Slice for the slices, a Gather per integer index."""
-    return _basic(op, x, node.inputs[0].type.shape, _entries(node, node.inputs[1:], indices))
+    return _basic(g, x, node.inputs[0].type.shape, _entries(node, node.inputs[1:], indices))
 
 
 @register(AdvancedSubtensor1)
-def advanced_subtensor1(op, node, x, index):
+def advanced_subtensor1(g, node, x, index):
     """AdvancedSubtensor1 -> Gather on axis 0."""
-    return op.Gather(x, _int64(op, index), axis=0)
+    return g.Gather(x, _int64(g, index), axis=0)
 
 
 @register(AdvancedSubtensor)
-def advanced_subtensor(op, node, x, *indices):
+def advanced_subtensor(g, node, x, *indices):
     """AdvancedSubtensor -> Slice, then Gather (one index array) or GatherND (several)."""
-    return _advanced(op, x, node.inputs[0].type.shape, _entries(node, node.inputs[1:], indices))
+    return _advanced(g, x, node.inputs[0].type.shape, _entries(node, node.inputs[1:], indices))
 
 
-def _flat_positions(op, x):
+def _flat_positions(g, x):
     """The flat position of every element of x, shaped like x."""
-    zero, one = constant(op, 0, "int64"), constant(op, 1, "int64")
-    return op.Reshape(op.Range(zero, op.Size(x), one), op.Shape(x), allowzero=1)
+    zero, one = constant(g, 0, "int64"), constant(g, 1, "int64")
+    return g.Reshape(g.Range(zero, g.Size(x), one), g.Shape(x), allowzero=1)
 
 
-def _add(op, a, b, dtype):
-    return op.Or(a, b) if dtype == "bool" else op.Add(a, b)
+def _add(g, a, b, dtype):
+    return g.Or(a, b) if dtype == "bool" else g.Add(a, b)
 
 
-def _scatter_last(op, x, positions, values):
+def _scatter_last(g, x, positions, values):
     """x with x[positions[k]] = values[k], the last k winning where positions repeat."""
-    zero, one = constant(op, 0, "int64"), constant(op, 1, "int64")
-    count = op.Size(positions)
-    nothing = op.Expand(constant(op, -1, "int64"), op.Shape(x))
-    winner = op.ScatterElements(
-        nothing, positions, op.Range(zero, count, one), axis=0, reduction="max"
+    zero, one = constant(g, 0, "int64"), constant(g, 1, "int64")
+    count = g.Size(positions)
+    nothing = g.Expand(constant(g, -1, "int64"), g.Shape(x))
+    winner = g.ScatterElements(
+        nothing, positions, g.Range(zero, count, one), axis=0, reduction="max"
     )
     # Unwritten elements take themselves from x, placed after the values.
-    own = op.Add(op.Range(zero, op.Size(x), one), count)
-    picked = op.Where(op.Less(winner, zero), own, winner)
-    return op.Gather(op.Concat(values, x, axis=0), picked, axis=0)
+    own = g.Add(g.Range(zero, g.Size(x), one), count)
+    picked = g.Where(g.Less(winner, zero), own, winner)
+    return g.Gather(g.Concat(values, x, axis=0), picked, axis=0)
 
 
-def _scatter_add(op, x, positions, values, dtype):
+def _scatter_add(g, x, positions, values, dtype):
     """x with values[k] added at positions[k], repeated positions accumulating (np.add.at)."""
     if dtype == "bool":
-        x64, v64 = (op.Cast(v, to=ir.DataType.INT64) for v in (x, values))
-        total = op.ScatterElements(x64, positions, v64, axis=0, reduction="add")
-        return op.Cast(total, to=ir.DataType.BOOL)
-    return op.ScatterElements(x, positions, values, axis=0, reduction="add")
+        x64, v64 = (g.Cast(v, to=ir.DataType.INT64) for v in (x, values))
+        total = g.ScatterElements(x64, positions, v64, axis=0, reduction="add")
+        return g.Cast(total, to=ir.DataType.BOOL)
+    return g.ScatterElements(x, positions, values, axis=0, reduction="add")
 
 
-def _add_truncating(op, x, positions, values, dtype: str, y_dtype: str, one_by_one: bool):
+def _add_truncating(g, x, positions, values, dtype: str, y_dtype: str, one_by_one: bool):
     """x (integers) with float values[k] added at positions[k] in the float dtype, each sum
     truncated back; `one_by_one` where positions may repeat (np.add.at's order)."""
 
-    def add(op, x, at, value):
-        total = op.Add(op.Cast(op.Gather(x, at, axis=0), to=onnx_dtype(y_dtype)), value)
-        return op.ScatterElements(x, at, op.Cast(total, to=onnx_dtype(dtype)), axis=0)
+    def add(g, x, at, value):
+        total = g.Add(g.Cast(g.Gather(x, at, axis=0), to=onnx_dtype(y_dtype)), value)
+        return g.ScatterElements(x, at, g.Cast(total, to=onnx_dtype(dtype)), axis=0)
 
     if not one_by_one:
-        return add(op, x, positions, values)
+        return add(g, x, positions, values)
 
-    def step(op, k, x):
-        at = op.Unsqueeze(op.Gather(positions, k, axis=0), constant(op, [0], "int64"))
-        return [add(op, x, at, op.Unsqueeze(op.Gather(values, k, axis=0), constant(op, [0], "int64")))]
+    def step(g, k, x):
+        at = g.Unsqueeze(g.Gather(positions, k, axis=0), constant(g, [0], "int64"))
+        return [add(g, x, at, g.Unsqueeze(g.Gather(values, k, axis=0), constant(g, [0], "int64")))]
 
-    count = op.Squeeze(op.Shape(positions), constant(op, [0], "int64"))
-    return loop(op, count, [x], step, "add_at")[0]
+    count = g.Squeeze(g.Shape(positions), constant(g, [0], "int64"))
+    return loop(g, count, [x], step, "add_at")[0]
 
 
-def _write(op, node, x, y, read, *, mode: str, unique: bool):
+def _write(g, node, x, y, read, *, mode: str, unique: bool):
     """x with the elements `read` selects set to y, incremented by y, or y added at (np.add.at)."""
     dtype = node.outputs[0].type.dtype
     y_dtype = node.inputs[1].type.dtype
@@ -330,33 +330,33 @@ def _write(op, node, x, y, read, *, mode: str, unique: bool):
     # once per update: cast first and the fractions would be lost.
     in_float = mode != "set" and np.dtype(y_dtype).kind == "f" and np.dtype(dtype).kind != "f"
     if y_dtype != dtype and not in_float:
-        y = op.Cast(y, to=onnx_dtype(dtype))
-    selected = read(_flat_positions(op, x))
-    flat = constant(op, [-1], "int64")
-    positions = op.Reshape(selected, flat, allowzero=1)
-    x_flat = op.Reshape(x, flat, allowzero=1)
-    values = op.Reshape(op.Expand(y, op.Shape(selected)), flat, allowzero=1)
+        y = g.Cast(y, to=onnx_dtype(dtype))
+    selected = read(_flat_positions(g, x))
+    flat = constant(g, [-1], "int64")
+    positions = g.Reshape(selected, flat, allowzero=1)
+    x_flat = g.Reshape(x, flat, allowzero=1)
+    values = g.Reshape(g.Expand(y, g.Shape(selected)), flat, allowzero=1)
     if in_float:
-        result = _add_truncating(op, x_flat, positions, values, dtype, y_dtype, one_by_one=not unique and mode == "add_at")
+        result = _add_truncating(g, x_flat, positions, values, dtype, y_dtype, one_by_one=not unique and mode == "add_at")
     elif mode == "add_at" and not unique:
-        result = _scatter_add(op, x_flat, positions, values, dtype)
+        result = _scatter_add(g, x_flat, positions, values, dtype)
     else:
         if mode != "set":
-            values = _add(op, op.Gather(x_flat, positions, axis=0), values, dtype)
+            values = _add(g, g.Gather(x_flat, positions, axis=0), values, dtype)
         if unique:
-            result = op.ScatterElements(x_flat, positions, values, axis=0)
+            result = g.ScatterElements(x_flat, positions, values, axis=0)
         else:
-            result = _scatter_last(op, x_flat, positions, values)
-    result = op.Reshape(result, op.Shape(x), allowzero=1)
+            result = _scatter_last(g, x_flat, positions, values)
+    result = g.Reshape(result, g.Shape(x), allowzero=1)
     if x.shape is not None:
         result.shape = ir.Shape(x.shape.dims)
     return result
 
 
-def _write_mode(op) -> str:
-    if op.set_instead_of_inc:
+def _write_mode(g) -> str:
+    if g.set_instead_of_inc:
         return "set"
-    return "add" if getattr(op, "ignore_duplicates", False) else "add_at"
+    return "add" if getattr(g, "ignore_duplicates", False) else "add_at"
 
 
 @register_check(IncSubtensor, AdvancedIncSubtensor1, AdvancedIncSubtensor)
@@ -390,29 +390,29 @@ def increment_dtypes(node):
 
 
 @register(IncSubtensor)
-def inc_subtensor(op, node, x, y, *indices):
+def inc_subtensor(g, node, x, y, *indices):
     """IncSubtensor -> ScatterElements into the flat positions x[indices] selects."""
     entries = _entries(node, node.inputs[2:], indices)
     shape = node.inputs[0].type.shape
     return _write(
-        op, node, x, y, lambda v: _basic(op, v, shape, entries), mode=_write_mode(node.op), unique=True
+        g, node, x, y, lambda v: _basic(g, v, shape, entries), mode=_write_mode(node.op), unique=True
     )
 
 
 @register(AdvancedIncSubtensor1)
-def advanced_inc_subtensor1(op, node, x, y, index):
+def advanced_inc_subtensor1(g, node, x, y, index):
     """AdvancedIncSubtensor1 -> ScatterElements at Gather(positions, index): repeats accumulate."""
-    index = _int64(op, index)
+    index = _int64(g, index)
     return _write(
-        op, node, x, y, lambda v: op.Gather(v, index, axis=0), mode=_write_mode(node.op), unique=False
+        g, node, x, y, lambda v: g.Gather(v, index, axis=0), mode=_write_mode(node.op), unique=False
     )
 
 
 @register(AdvancedIncSubtensor)
-def advanced_inc_subtensor(op, node, x, y, *indices):
+def advanced_inc_subtensor(g, node, x, y, *indices):
     """AdvancedIncSubtensor -> ScatterElements at the positions x[indices] selects."""
     entries = _entries(node, node.inputs[2:], indices)
     shape = node.inputs[0].type.shape
     return _write(
-        op, node, x, y, lambda v: _advanced(op, v, shape, entries), mode=_write_mode(node.op), unique=False
+        g, node, x, y, lambda v: _advanced(g, v, shape, entries), mode=_write_mode(node.op), unique=False
     )

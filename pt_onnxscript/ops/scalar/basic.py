@@ -58,14 +58,14 @@ def _dtype(var) -> str:
     return var.type.dtype
 
 
-def _cast(op, x, src: str, dst: str):
+def _cast(g, x, src: str, dst: str):
     """`x`, of PyTensor dtype `src`, as dtype `dst`."""
-    return x if src == dst else op.Cast(x, to=onnx_dtype(dst))
+    return x if src == dst else g.Cast(x, to=onnx_dtype(dst))
 
 
-def _const(op, value, dtype: str):
+def _const(g, value, dtype: str):
     """A 0-d constant of PyTensor dtype `dtype`."""
-    return op.Constant(value=ir.tensor(np.asarray(value, dtype=dtype)))
+    return g.Constant(value=ir.tensor(np.asarray(value, dtype=dtype)))
 
 
 def _entry(table: dict, scalar_op):
@@ -73,9 +73,9 @@ def _entry(table: dict, scalar_op):
     return next(table[cls] for cls in type(scalar_op).__mro__ if cls in table)
 
 
-def _never(op, x):
+def _never(g, x):
     """All False, shaped like `x` (an integer is never NaN nor infinite)."""
-    return op.Not(op.Equal(x, x))
+    return g.Not(g.Equal(x, x))
 
 
 # ---------------------------------------------------------------- comparisons
@@ -91,55 +91,55 @@ _COMPARISONS = {
 
 
 @register_scalar(*_COMPARISONS)
-def comparison(op, node, x, y):
+def comparison(g, node, x, y):
     """LT, GT, LE, GE, EQ, NEQ -> Less, Greater, LessOrEqual, GreaterOrEqual, Equal, Not(Equal)."""
     name = _entry(_COMPARISONS, node.op)
     dx, dy = _dtype(node.inputs[0]), _dtype(node.inputs[1])
     if "uint64" in (dx, dy) and {dx, dy} & set(SIGNED):
-        result = _compare_signed_with_uint64(op, name, x, y, dx, dy)
+        result = _compare_signed_with_uint64(g, name, x, y, dx, dy)
     else:
         common = ps.upcast(dx, dy)
         if name != "Equal":
             common = ORDER_DTYPE.get(common, common)
-        result = getattr(op, name)(_cast(op, x, dx, common), _cast(op, y, dy, common))
-    return op.Not(result) if isinstance(node.op, ps.NEQ) else result
+        result = getattr(g, name)(_cast(g, x, dx, common), _cast(g, y, dy, common))
+    return g.Not(result) if isinstance(node.op, ps.NEQ) else result
 
 
-def _compare_signed_with_uint64(op, name, x, y, dx, dy):
+def _compare_signed_with_uint64(g, name, x, y, dx, dy):
     """Compare a signed integer with a uint64 exactly, as NumPy does (their upcast is float64)."""
     signed_first = dx in SIGNED
     signed, signed_dtype = (x, dx) if signed_first else (y, dy)
-    negative = op.Less(signed, _const(op, 0, signed_dtype))
-    as_uint = getattr(op, name)(_cast(op, x, dx, "uint64"), _cast(op, y, dy, "uint64"))
+    negative = g.Less(signed, _const(g, 0, signed_dtype))
+    as_uint = getattr(g, name)(_cast(g, x, dx, "uint64"), _cast(g, y, dy, "uint64"))
     # A negative signed value is below every uint64.
     if name != "Equal" and (name in ("Less", "LessOrEqual")) == signed_first:
-        return op.Or(negative, as_uint)
-    return op.And(op.Not(negative), as_uint)
+        return g.Or(negative, as_uint)
+    return g.And(g.Not(negative), as_uint)
 
 
 @register_scalar(ps.IsNan)
-def isnan(op, node, x):
+def isnan(g, node, x):
     """IsNan -> IsNaN; integers are never NaN."""
-    return op.IsNaN(x) if _dtype(node.inputs[0]) in FLOATS else _never(op, x)
+    return g.IsNaN(x) if _dtype(node.inputs[0]) in FLOATS else _never(g, x)
 
 
 @register_scalar(ps.IsInf)
-def isinf(op, node, x):
+def isinf(g, node, x):
     """IsInf -> IsInf; integers are never infinite."""
     dtype = _dtype(node.inputs[0])
     if dtype not in FLOATS:
-        return _never(op, x)
+        return _never(g, x)
     # IsInf has a float16 kernel only from opset 20.
-    return op.IsInf(_cast(op, x, dtype, "float32") if dtype == "float16" else x)
+    return g.IsInf(_cast(g, x, dtype, "float32") if dtype == "float16" else x)
 
 
 @register_scalar(ps.Switch)
-def switch(op, node, cond, a, b):
+def switch(g, node, cond, a, b):
     """Switch -> Where(cond != 0, a, b) in the output dtype."""
     out = _dtype(node.outputs[0])
-    cond = _cast(op, cond, _dtype(node.inputs[0]), "bool")
-    a, b = (_cast(op, v, _dtype(var), out) for v, var in zip((a, b), node.inputs[1:]))
-    return where(op, cond, a, b, out)
+    cond = _cast(g, cond, _dtype(node.inputs[0]), "bool")
+    a, b = (_cast(g, v, _dtype(var), out) for v, var in zip((a, b), node.inputs[1:]))
+    return where(g, cond, a, b, out)
 
 
 # ---------------------------------------------------------------- bitwise
@@ -148,66 +148,66 @@ _BITWISE = {ps.OR: ("Or", "BitwiseOr"), ps.XOR: ("Xor", "BitwiseXor"), ps.AND: (
 
 
 @register_scalar(*_BITWISE)
-def bitwise(op, node, x, y):
+def bitwise(g, node, x, y):
     """OR, XOR, AND -> Or, Xor, And on bools; BitwiseOr, BitwiseXor, BitwiseAnd on integers."""
     logical, bitwise_name = _entry(_BITWISE, node.op)
     name = logical if _dtype(node.outputs[0]) == "bool" else bitwise_name
-    return getattr(op, name)(*cast_inputs_to_output(op, node, [x, y]))
+    return getattr(g, name)(*cast_inputs_to_output(g, node, [x, y]))
 
 
 @register_scalar(ps.Invert)
-def invert(op, node, x):
+def invert(g, node, x):
     """Invert -> Not on bools, BitwiseNot on integers."""
-    return op.Not(x) if _dtype(node.outputs[0]) == "bool" else op.BitwiseNot(x)
+    return g.Not(x) if _dtype(node.outputs[0]) == "bool" else g.BitwiseNot(x)
 
 
 # ---------------------------------------------------------------- arithmetic
 
 
 @register_scalar(ps.Maximum, ps.Minimum)
-def extremum(op, node, x, y):
+def extremum(g, node, x, y):
     """Maximum, Minimum -> Max, Min (both propagate NaN, like NumPy); Or, And on bools;
     maximum(x, 0) of floats -> Relu (which keeps NaN and -0.0 as NumPy does)."""
     out = _dtype(node.outputs[0])
-    x, y = cast_inputs_to_output(op, node, [x, y])
+    x, y = cast_inputs_to_output(g, node, [x, y])
     is_max = isinstance(node.op, ps.Maximum)
     if is_max and out in FLOATS:
         zero = [isinstance(v, Constant) and np.all(v.data == 0) for v in node.inputs]
         if zero[1] and not zero[0]:
-            return op.Relu(x)
+            return g.Relu(x)
         if zero[0] and not zero[1]:
-            return op.Relu(y)
+            return g.Relu(y)
     if out == "bool":
-        return op.Or(x, y) if is_max else op.And(x, y)
+        return g.Or(x, y) if is_max else g.And(x, y)
     via = EXTREMUM_DTYPE.get(out, out)
-    result = (op.Max if is_max else op.Min)(_cast(op, x, out, via), _cast(op, y, out, via))
-    return _cast(op, result, via, out)
+    result = (g.Max if is_max else g.Min)(_cast(g, x, out, via), _cast(g, y, out, via))
+    return _cast(g, result, via, out)
 
 
 @register_scalar(ps.Add)
-def add(op, node, *inputs):
+def add(g, node, *inputs):
     """Add -> a chain of Add (Or on bools)."""
-    binary = op.Or if _dtype(node.outputs[0]) == "bool" else op.Add
-    return reduce(binary, cast_inputs_to_output(op, node, inputs))
+    binary = g.Or if _dtype(node.outputs[0]) == "bool" else g.Add
+    return reduce(binary, cast_inputs_to_output(g, node, inputs))
 
 
 @register_scalar(ps.Mul)
-def mul(op, node, *inputs):
+def mul(g, node, *inputs):
     """Mul -> a chain of Mul (And on bools)."""
-    binary = op.And if _dtype(node.outputs[0]) == "bool" else op.Mul
-    return reduce(binary, cast_inputs_to_output(op, node, inputs))
+    binary = g.And if _dtype(node.outputs[0]) == "bool" else g.Mul
+    return reduce(binary, cast_inputs_to_output(g, node, inputs))
 
 
 @register_scalar(ps.Sub)
-def sub(op, node, x, y):
+def sub(g, node, x, y):
     """Sub -> Sub."""
-    return op.Sub(*cast_inputs_to_output(op, node, [x, y]))
+    return g.Sub(*cast_inputs_to_output(g, node, [x, y]))
 
 
 @register_scalar(ps.TrueDiv)
-def true_div(op, node, x, y):
+def true_div(g, node, x, y):
     """TrueDiv -> Div in the float output dtype (floatX for two integers)."""
-    return op.Div(*cast_inputs_to_output(op, node, [x, y]))
+    return g.Div(*cast_inputs_to_output(g, node, [x, y]))
 
 
 @script()
@@ -279,33 +279,33 @@ def int_remainder(n: TInt, d: TInt) -> TInt:
     return op18.Mod(n, op18.Add(d, op18.CastLike(by_zero, d)))
 
 
-def _computed_in(op, function, x, y, dtype: str, via: str):
+def _computed_in(g, function, x, y, dtype: str, via: str):
     """`function`(x, y) for values of PyTensor dtype `dtype`, computed in dtype `via`."""
-    result = op.call_inline(function, _cast(op, x, dtype, via), _cast(op, y, dtype, via))
-    return _cast(op, result, via, dtype)
+    result = g.call_inline(function, _cast(g, x, dtype, via), _cast(g, y, dtype, via))
+    return _cast(g, result, via, dtype)
 
 
 @register_scalar(ps.IntDiv)
-def int_div(op, node, x, y):
+def int_div(g, node, x, y):
     """IntDiv -> NumPy's floor division (float, signed or unsigned integer)."""
     out = _dtype(node.outputs[0])
-    x, y = cast_inputs_to_output(op, node, [x, y])
+    x, y = cast_inputs_to_output(g, node, [x, y])
     if out in FLOATS:
-        return op.call_inline(float_floor_divide, x, y)
+        return g.call_inline(float_floor_divide, x, y)
     if out in UNSIGNED:
-        return op.call_inline(unsigned_floor_divide, x, y)
-    return _computed_in(op, signed_floor_divide, x, y, out, SIGNED_DIV_DTYPE.get(out, out))
+        return g.call_inline(unsigned_floor_divide, x, y)
+    return _computed_in(g, signed_floor_divide, x, y, out, SIGNED_DIV_DTYPE.get(out, out))
 
 
 @register_scalar(ps.Mod)
-def mod(op, node, x, y):
+def mod(g, node, x, y):
     """Mod -> NumPy's remainder (float, or integer with the divisor's sign)."""
     out = _dtype(node.outputs[0])
-    x, y = cast_inputs_to_output(op, node, [x, y])
+    x, y = cast_inputs_to_output(g, node, [x, y])
     if out in FLOATS:
-        return op.call_inline(float_remainder, x, y)
+        return g.call_inline(float_remainder, x, y)
     # Bools divide as int8, like NumPy.
-    return _computed_in(op, int_remainder, x, y, out, "int8" if out == "bool" else out)
+    return _computed_in(g, int_remainder, x, y, out, "int8" if out == "bool" else out)
 
 
 @script()
@@ -334,49 +334,49 @@ def power_by_squaring(x: TInt, e: TInt) -> TInt:
 
 
 @register_scalar(ps.Pow)
-def pow_(op, node, x, e):
+def pow_(g, node, x, e):
     """Pow -> Pow on floats; exact integer powers by squaring.
 
     NumPy refuses negative integer exponents; like PyTensor's Numba backend, x ** -n is
     then 1 for x = 1, (-1) ** n for x = -1 and 0 otherwise.
     """
     out = _dtype(node.outputs[0])
-    x, e = cast_inputs_to_output(op, node, [x, e])
+    x, e = cast_inputs_to_output(g, node, [x, e])
     if out in FLOATS:
-        return op.Pow(x, e)
+        return g.Pow(x, e)
     if out in UNSIGNED:
-        return op.call_inline(power_by_squaring, x, e)
-    zero, one = _const(op, 0, out), _const(op, 1, out)
-    negative = op.Less(e, zero)
+        return g.call_inline(power_by_squaring, x, e)
+    zero, one = _const(g, 0, out), _const(g, 1, out)
+    negative = g.Less(e, zero)
     # The parity of a negative exponent decides the sign of (-1) ** e.
-    exponent = where(op, negative, op.BitwiseAnd(e, one), e, out)
-    power = op.call_inline(power_by_squaring, x, exponent)
-    unit = op.Or(op.Equal(x, one), op.Equal(x, _const(op, -1, out)))
-    return where(op, op.And(negative, op.Not(unit)), zero, power, out)
+    exponent = where(g, negative, g.BitwiseAnd(e, one), e, out)
+    power = g.call_inline(power_by_squaring, x, exponent)
+    unit = g.Or(g.Equal(x, one), g.Equal(x, _const(g, -1, out)))
+    return where(g, g.And(negative, g.Not(unit)), zero, power, out)
 
 
 @register_scalar(ps.Clip)
-def clip(op, node, x, low, high):
+def clip(g, node, x, low, high):
     """Clip -> Where(x < low, low, Where(x > high, high, x)): low wins when low > high."""
     out = _dtype(node.outputs[0])
-    x, low, high = cast_inputs_to_output(op, node, [x, low, high])
+    x, low, high = cast_inputs_to_output(g, node, [x, low, high])
     order = ORDER_DTYPE.get(out, out)
-    cx = _cast(op, x, out, order)
-    below = op.Less(cx, _cast(op, low, out, order))
-    above = op.Greater(cx, _cast(op, high, out, order))
-    return where(op, below, low, where(op, above, high, x, out), out)
+    cx = _cast(g, x, out, order)
+    below = g.Less(cx, _cast(g, low, out, order))
+    above = g.Greater(cx, _cast(g, high, out, order))
+    return where(g, below, low, where(g, above, high, x, out), out)
 
 
 @register_scalar(ps.Second)
-def second(op, node, x, y):
+def second(g, node, x, y):
     """Second -> y expanded to the broadcast shape of x and y."""
-    return op.Expand(y, op.Shape(x))
+    return g.Expand(y, g.Shape(x))
 
 
 @register_scalar(ps.Identity)
-def identity(op, node, x):
+def identity(g, node, x):
     """Identity -> Identity."""
-    return op.Identity(x)
+    return g.Identity(x)
 
 
 @script()
@@ -404,45 +404,45 @@ def float64_to_float16(x: DOUBLE) -> FLOAT16:
 
 
 @register_scalar(ps.Cast)
-def cast(op, node, x):
+def cast(g, node, x):
     """Cast -> Cast (float64 -> float16 rounded once, like NumPy)."""
     src, dst = _dtype(node.inputs[0]), _dtype(node.outputs[0])
     if src == dst:
-        return op.Identity(x)
+        return g.Identity(x)
     if (src, dst) == ("float64", "float16"):
-        return op.call_inline(float64_to_float16, x)
-    return op.Cast(x, to=onnx_dtype(dst))
+        return g.call_inline(float64_to_float16, x)
+    return g.Cast(x, to=onnx_dtype(dst))
 
 
 # ---------------------------------------------------------------- unary
 
 
 @register_scalar(ps.Abs)
-def abs_(op, node, x):
+def abs_(g, node, x):
     """Abs -> Abs (a bool is its own absolute value)."""
-    return op.Identity(x) if _dtype(node.outputs[0]) == "bool" else op.Abs(x)
+    return g.Identity(x) if _dtype(node.outputs[0]) == "bool" else g.Abs(x)
 
 
 @register_scalar(ps.Sign)
-def sign(op, node, x):
+def sign(g, node, x):
     """Sign -> Sign (NaN stays NaN)."""
     if _dtype(node.inputs[0]) == "float16":
         # ORT's float16 Sign gives 0 for NaN.
-        return op.Where(op.IsNaN(x), x, op.Sign(x))
-    return op.Sign(x)
+        return g.Where(g.IsNaN(x), x, g.Sign(x))
+    return g.Sign(x)
 
 
 @register_scalar(ps.Neg)
-def neg(op, node, x):
+def neg(g, node, x):
     """Neg -> Neg (0 - x for unsigned integers, which wraps like NumPy)."""
     dtype = _dtype(node.outputs[0])
-    return op.Sub(_const(op, 0, dtype), x) if dtype in UNSIGNED else op.Neg(x)
+    return g.Sub(_const(g, 0, dtype), x) if dtype in UNSIGNED else g.Neg(x)
 
 
 @register_scalar(ps.Sqr)
-def sqr(op, node, x):
+def sqr(g, node, x):
     """Sqr -> Mul(x, x) (a bool is its own square)."""
-    return op.Identity(x) if _dtype(node.outputs[0]) == "bool" else op.Mul(x, x)
+    return g.Identity(x) if _dtype(node.outputs[0]) == "bool" else g.Mul(x, x)
 
 
 _UNARY = {
@@ -458,10 +458,10 @@ _UNARY = {
 
 
 @register_scalar(*_UNARY)
-def unary(op, node, x):
+def unary(g, node, x):
     """Ceil, Floor, RoundHalfToEven, Reciprocal, Log, Exp, Sqrt, Tanh -> the ONNX op."""
-    (x,) = cast_inputs_to_output(op, node, [x])
-    return getattr(op, _entry(_UNARY, node.op))(x)
+    (x,) = cast_inputs_to_output(g, node, [x])
+    return getattr(g, _entry(_UNARY, node.op))(x)
 
 
 @script()
@@ -482,15 +482,15 @@ def round_half_away_from_zero(x: TFloat) -> TFloat:
 
 
 @register_scalar(ps.Trunc)
-def trunc(op, node, x):
+def trunc(g, node, x):
     """Trunc -> Where(x > 0, Floor(x), Ceil(x))."""
-    return op.call_inline(trunc_, *cast_inputs_to_output(op, node, [x]))
+    return g.call_inline(trunc_, *cast_inputs_to_output(g, node, [x]))
 
 
 @register_scalar(ps.RoundHalfAwayFromZero)
-def round_half_away(op, node, x):
+def round_half_away(g, node, x):
     """RoundHalfAwayFromZero -> Where(x > 0, Floor(x + 0.5), Ceil(x - 0.5))."""
-    return op.call_inline(round_half_away_from_zero, x)
+    return g.call_inline(round_half_away_from_zero, x)
 
 
 _SCALED = {
@@ -502,26 +502,26 @@ _SCALED = {
 
 
 @register_scalar(*_SCALED)
-def scaled(op, node, x):
+def scaled(g, node, x):
     """Log2, Log10 -> Log(x) / ln 2, Log(x) / ln 10; Deg2Rad, Rad2Deg -> x * pi / 180, x * 180 / pi."""
     out = _dtype(node.outputs[0])
-    (x,) = cast_inputs_to_output(op, node, [x])
+    (x,) = cast_inputs_to_output(g, node, [x])
     name, factor = _entry(_SCALED, node.op)
-    return op.Mul(getattr(op, name)(x) if name else x, _const(op, factor, out))
+    return g.Mul(getattr(g, name)(x) if name else x, _const(g, factor, out))
 
 
 @register_scalar(ps.Exp2)
-def exp2(op, node, x):
+def exp2(g, node, x):
     """Exp2 -> Pow(2, x)."""
-    (x,) = cast_inputs_to_output(op, node, [x])
-    return op.Pow(_const(op, 2.0, _dtype(node.outputs[0])), x)
+    (x,) = cast_inputs_to_output(g, node, [x])
+    return g.Pow(_const(g, 2.0, _dtype(node.outputs[0])), x)
 
 
 # ---------------------------------------------------------------- Composite
 
 
 @register_scalar(ps.Composite)
-def composite(op, node, *inputs):
+def composite(g, node, *inputs):
     """Composite -> its inner scalar graph, walked with the same scalar translations.
 
     Every output takes the broadcast shape of all inputs, as Elemwise gives it: an output
@@ -529,11 +529,11 @@ def composite(op, node, *inputs):
     """
     fgraph = node.op.fgraph
     outputs = translate_inner_graph(
-        op, fgraph.inputs, fgraph.outputs, fgraph.toposort(), inputs, scalar=True
+        g, fgraph.inputs, fgraph.outputs, fgraph.toposort(), inputs, scalar=True
     )
     for i, var in enumerate(fgraph.outputs):
         used = set(ancestors([var]))
         for inner, value in zip(fgraph.inputs, inputs, strict=True):
             if inner not in used:
-                outputs[i] = op.Expand(outputs[i], op.Shape(value))
+                outputs[i] = g.Expand(outputs[i], g.Shape(value))
     return outputs[0] if len(outputs) == 1 else outputs

@@ -165,15 +165,15 @@ _SCIPY = {"scipy.special.i0e": i0e, "scipy.special.i1e": i1e}
 
 
 @register_scalar(*_UNARY)
-def bessel(op, node, x):
+def bessel(g, node, x):
     """I0, I1 -> Cephes' Chebyshev series in float64, rounded once to the output dtype."""
-    return inline_in_float64(op, node, _UNARY[type(node.op)], x)
+    return inline_in_float64(g, node, _UNARY[type(node.op)], x)
 
 
 @register_function(*_SCIPY)
-def scaled_bessel(op, node, x):
+def scaled_bessel(g, node, x):
     """Scalar ops computing scipy.special.i0e or i1e (PyMC's, for the Rice distribution)."""
-    return inline_in_float64(op, node, _SCIPY[node.op.nfunc_spec[0]], x)
+    return inline_in_float64(g, node, _SCIPY[node.op.nfunc_spec[0]], x)
 
 
 def _order(node, v) -> int:
@@ -190,7 +190,7 @@ def _order(node, v) -> int:
 
 
 @register_scalar(*_ORDERS)
-def bessel_of_order(op, node, v, x):
+def bessel_of_order(g, node, v, x):
     """Iv, Ive of constant order 0, 1 or 2 -> i0/i1/i2 or their scaled forms."""
     function = _ORDERS[type(node.op)][_order(node, v)]
-    return inline_in_float64(op, node, function, x, variables=node.inputs[1:])
+    return inline_in_float64(g, node, function, x, variables=node.inputs[1:])

@@ -185,6 +185,6 @@ def betainc(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
 
 
 @register_scalar(psm.BetaInc)
-def incomplete_beta(op, node, a, b, x):
+def incomplete_beta(g, node, a, b, x):
     """BetaInc -> Cephes' incbet in float64, rounded once to the output dtype."""
-    return inline_in_float64(op, node, betainc, a, b, x)
+    return inline_in_float64(g, node, betainc, a, b, x)

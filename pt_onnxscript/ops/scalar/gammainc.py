@@ -419,7 +419,7 @@ _FUNCTIONS = {psm.GammaInc: gammainc, psm.GammaIncC: gammaincc, psm.GammaU: gamm
 
 
 @register_scalar(*_FUNCTIONS)
-def incomplete_gamma(op, node, a, x):
+def incomplete_gamma(g, node, a, x):
     """GammaInc, GammaIncC, GammaU, GammaL -> the scripted float64 algorithm, rounded once to
     the output dtype."""
-    return inline_in_float64(op, node, _FUNCTIONS[type(node.op)], a, x)
+    return inline_in_float64(g, node, _FUNCTIONS[type(node.op)], a, x)

@@ -14,48 +14,48 @@ from pt_onnxscript.translate import translate_inner_graph
 from pt_onnxscript.types import onnx_dtype
 
 
-def _any(op, mask):
+def _any(g, mask):
     """True if some element of bool `mask` is (False for an empty one)."""
-    count = op.ReduceSum(op.Cast(mask, to=ir.DataType.INT64), keepdims=0)
-    return op.Greater(count, constant(op, 0, "int64"))
+    count = g.ReduceSum(g.Cast(mask, to=ir.DataType.INT64), keepdims=0)
+    return g.Greater(count, constant(g, 0, "int64"))
 
 
 @register_scalar(ScalarLoop)
-def scalar_loop(op, node, n_steps, *inputs):
+def scalar_loop(g, node, n_steps, *inputs):
     """ScalarLoop -> Loop over the broadcast elements; a while loop reports per element whether
     its condition ended it (False when it ran out of steps, or had none)."""
     loop = node.op
     n_update = len(loop.outputs) - int(loop.is_while)
     # The broadcast shape of all inputs, which every output has.
-    shape_of = op.Equal(n_steps, n_steps)
+    shape_of = g.Equal(n_steps, n_steps)
     for value in inputs:
-        shape_of = op.And(shape_of, op.Equal(value, value))
-    shape = op.Shape(shape_of)
-    steps = op.Expand(op.Cast(n_steps, to=ir.DataType.INT64), shape)
-    carried = [op.Expand(value, shape) for value in inputs[:n_update]]
+        shape_of = g.And(shape_of, g.Equal(value, value))
+    shape = g.Shape(shape_of)
+    steps = g.Expand(g.Cast(n_steps, to=ir.DataType.INT64), shape)
+    carried = [g.Expand(value, shape) for value in inputs[:n_update]]
     constants = list(inputs[n_update:])
     dtypes = [var.type.dtype for var in loop.inputs[:n_update]]
-    done = op.Expand(constant(op, False, "bool"), shape)
-    tag = subgraph_tag(op, "scalar_loop")
+    done = g.Expand(constant(g, False, "bool"), shape)
+    tag = subgraph_tag(g, "scalar_loop")
 
-    def body(op, i, condition, *state):
-        op.builder.push_module(tag)
+    def body(g, i, condition, *state):
+        g.builder.push_module(tag)
         *values, done = state
-        active = op.And(op.Less(i, steps), op.Not(done))
+        active = g.And(g.Less(i, steps), g.Not(done))
         results = translate_inner_graph(
-            op, loop.fgraph.inputs, loop.fgraph.outputs, loop.fgraph.toposort(),
+            g, loop.fgraph.inputs, loop.fgraph.outputs, loop.fgraph.toposort(),
             [*values, *constants], scalar=True,
         )
         new_values = [
-            where(op, active, new, old, dtype)
+            where(g, active, new, old, dtype)
             for new, old, dtype in zip(results[:n_update], values, dtypes, strict=True)
         ]
         if loop.is_while:
-            done = op.Or(done, op.And(active, op.Cast(results[-1], to=ir.DataType.BOOL)))
-        still = op.And(op.Less(op.Add(i, constant(op, 1, "int64")), steps), op.Not(done))
-        return [_any(op, still), *new_values, done]
+            done = g.Or(done, g.And(active, g.Cast(results[-1], to=ir.DataType.BOOL)))
+        still = g.And(g.Less(g.Add(i, constant(g, 1, "int64")), steps), g.Not(done))
+        return [_any(g, still), *new_values, done]
 
-    graph = op.builder.subgraph(
+    graph = g.builder.subgraph(
         body,
         inputs=[
             ir.val(f"{tag}_i", ir.DataType.INT64, []),
@@ -70,8 +70,8 @@ def scalar_loop(op, node, n_steps, *inputs):
         ],
         name="scalar_loop_body",
     )
-    results = op.Loop(
-        None, _any(op, op.Greater(steps, constant(op, 0, "int64"))), *carried, done,
+    results = g.Loop(
+        None, _any(g, g.Greater(steps, constant(g, 0, "int64"))), *carried, done,
         body=graph, _outputs=n_update + 1,
     )
     results = list(results) if isinstance(results, list | tuple) else [results]

@@ -564,21 +564,21 @@ def _entry(table: dict, scalar_op):
     return next(table[cls] for cls in type(scalar_op).__mro__ if cls in table)
 
 
-def _computed_inputs(op, node, inputs):
+def _computed_inputs(g, node, inputs):
     """The inputs in the dtype the node computes in: its output dtype, float32 for float16."""
     out = node.outputs[0].type.dtype
     dtype = "float32" if out == "float16" else out
     cast = [
-        x if var.type.dtype == dtype else op.Cast(x, to=onnx_dtype(dtype))
+        x if var.type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
         for var, x in zip(node.inputs, inputs, strict=True)
     ]
     return cast, dtype
 
 
-def _as_output(op, node, value, dtype: str):
+def _as_output(g, node, value, dtype: str):
     """`value`, computed in `dtype`, in the node's output dtype."""
     out = node.outputs[0].type.dtype
-    return value if out == dtype else op.Cast(value, to=onnx_dtype(out))
+    return value if out == dtype else g.Cast(value, to=onnx_dtype(out))
 
 
 # The float64 implementation and the float32 one: an ONNX op (whose float32 kernel is accurate)
@@ -602,38 +602,38 @@ _UNARY = {
 
 
 @register_scalar(*_UNARY)
-def unary(op, node, x):
+def unary(g, node, x):
     """Tan, Sinh, Cosh, ArcSinh, ArcCosh, ArcTanh, Erf -> the scripted algorithm in float64,
     the ONNX op in float32; Erfc, Sigmoid, Softplus, Log1p, Expm1 -> the scripted algorithm."""
-    (x,), dtype = _computed_inputs(op, node, [x])
+    (x,), dtype = _computed_inputs(g, node, [x])
     float64, float32 = _entry(_UNARY, node.op)
     function = float64 if dtype == "float64" else float32
-    result = getattr(op, function)(x) if isinstance(function, str) else inline(op, function, x)
-    return _as_output(op, node, result, dtype)
+    result = getattr(g, function)(x) if isinstance(function, str) else inline(g, function, x)
+    return _as_output(g, node, result, dtype)
 
 
 @register_scalar(ps.ArcTan2)
-def arctan2_(op, node, y, x):
+def arctan2_(g, node, y, x):
     """ArcTan2 -> the scripted atan2."""
-    (y, x), dtype = _computed_inputs(op, node, [y, x])
-    return _as_output(op, node, op.call_inline(arctan2, y, x), dtype)
+    (y, x), dtype = _computed_inputs(g, node, [y, x])
+    return _as_output(g, node, g.call_inline(arctan2, y, x), dtype)
 
 
 _ARC = {ps.ArcSin: "Asin", ps.ArcCos: "Acos", ps.ArcTan: "Atan"}
 
 
 @register_scalar(*_ARC)
-def arc(op, node, x):
+def arc(g, node, x):
     """ArcSin, ArcCos, ArcTan -> Asin, Acos, Atan in float32; in float64 the scripted atan2 of
     (x, sqrt((1 - x)(1 + x))), (sqrt((1 - x)(1 + x)), x) and (x, 1)."""
-    (x,), dtype = _computed_inputs(op, node, [x])
+    (x,), dtype = _computed_inputs(g, node, [x])
     if dtype != "float64":
-        return _as_output(op, node, getattr(op, _entry(_ARC, node.op))(x), dtype)
-    one = constant(op, 1.0, dtype)
+        return _as_output(g, node, getattr(g, _entry(_ARC, node.op))(x), dtype)
+    one = constant(g, 1.0, dtype)
     if isinstance(node.op, ps.ArcTan):
-        return op.call_inline(arctan2, x, one)
+        return g.call_inline(arctan2, x, one)
     # (1 - x)(1 + x) rather than 1 - x*x: 1 - x is exact near 1, where asin and acos are steep.
-    root = op.Sqrt(op.Mul(op.Sub(one, x), op.Add(one, x)))
+    root = g.Sqrt(g.Mul(g.Sub(one, x), g.Add(one, x)))
     if isinstance(node.op, ps.ArcSin):
-        return op.call_inline(arctan2, x, root)
-    return op.call_inline(arctan2, root, x)
+        return g.call_inline(arctan2, x, root)
+    return g.call_inline(arctan2, root, x)

@@ -441,11 +441,11 @@ _FUNCTIONS = {
 
 
 @register_scalar(*_FUNCTIONS)
-def special(op, node, x):
+def special(g, node, x):
     """GammaLn, Gamma, Psi, TriGamma, Erfcx, Erfinv, Erfcinv, Log1mexp -> the scripted float64
     algorithm, rounded once to the output dtype."""
     function = next(_FUNCTIONS[cls] for cls in type(node.op).__mro__ if cls in _FUNCTIONS)
-    return inline_in_float64(op, node, function, x)
+    return inline_in_float64(g, node, function, x)
 
 
 try:  # PyTensor 2.38's scalar ops (3.0 builds xlogx and xlogy0 from switch and log)
@@ -456,9 +456,9 @@ except ImportError:
 if XlogX is not None:
 
     @register_scalar(XlogX, XlogY0)
-    def xlogy0(op, node, *inputs):
+    def xlogy0(g, node, *inputs):
         """XlogX, XlogY0 -> Where(x == 0, 0, x * log(y)) (y = x for XlogX)."""
-        cast = cast_inputs_to_output(op, node, inputs)
+        cast = cast_inputs_to_output(g, node, inputs)
         x, y = cast[0], cast[-1]
-        zero = constant(op, 0, node.outputs[0].type.dtype)
-        return op.Where(op.Equal(x, zero), zero, op.Mul(x, op.Log(y)))
+        zero = constant(g, 0, node.outputs[0].type.dtype)
+        return g.Where(g.Equal(x, zero), zero, g.Mul(x, g.Log(y)))
