@@ -79,10 +79,10 @@ def max_relative_error(got, expected, dtype):
     return float(np.nanmax(np.where(same, 0.0, err)))
 
 
-def errors(g, reference, samples, name=""):
+def errors(op, reference, samples, name=""):
     for dtype in ("float64", "float32"):
         args = [pt.vector(dtype=dtype) for _ in samples]
-        fn = pytensor.function(args, g(*args), mode="ONNX")
+        fn = pytensor.function(args, op(*args), mode="ONNX")
         values = [s.astype(dtype) for s in samples]
         with np.errstate(all="ignore"):
             expected = reference(*(v.astype("float64") for v in values)).astype(dtype)

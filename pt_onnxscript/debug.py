@@ -24,7 +24,7 @@ from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
 from pytensor.tensor.type import TensorType
 
-from pt_onnxscript.export import compile_for_export
+from pt_onnxscript.export import as_function
 from pt_onnxscript.linker import inference_session
 from pt_onnxscript.testing import assert_same
 from pt_onnxscript.translate import DEFAULT_OPSET, check_supported, fgraph_to_model
@@ -106,7 +106,7 @@ def compare_nodes(
     export does). `values` holds one value per explicit input; shared variables use their
     current values. `rtol`/`atol` override the per-dtype tolerances of float outputs.
     """
-    fn = _as_function(source)
+    fn = as_function(source, "compare_nodes")
     fgraph = fn.maker.fgraph
     nodes = fgraph.toposort()
     check_supported(nodes)
@@ -134,19 +134,6 @@ def find_divergence(
     """
     reports = compare_nodes(source, values, opset=opset, rtol=rtol, atol=atol)
     return next((r for r in reports if isinstance(r, Divergence)), None)
-
-
-def _as_function(source) -> Function:
-    if isinstance(source, Function):
-        return source
-    if isinstance(source, tuple | list) and len(source) == 2:
-        inputs, outputs = source
-        inputs = [inputs] if isinstance(inputs, Variable) else list(inputs)
-        return compile_for_export(inputs, outputs)
-    raise TypeError(
-        "Expected a compiled pytensor.function or an (inputs, outputs) pair, "
-        f"not {type(source).__name__}"
-    )
 
 
 def _input_values(fn: Function, values: Sequence) -> dict[Variable, object]:

@@ -47,16 +47,16 @@ def compile_for_export(inputs, outputs, updates=None) -> Function:
     )
 
 
-def _as_function(source) -> Function:
+def as_function(source, caller: str) -> Function:
+    """`source` as a compiled function: itself, or an (inputs, outputs) pair compiled for export."""
     if isinstance(source, Function):
         return source
     if isinstance(source, tuple | list) and len(source) == 2:
         inputs, outputs = source
-        if isinstance(inputs, Variable):
-            inputs = [inputs]
+        inputs = [inputs] if isinstance(inputs, Variable) else list(inputs)
         return compile_for_export(inputs, outputs)
     raise TypeError(
-        "export_onnx takes a compiled pytensor.function or an (inputs, outputs) pair, "
+        f"{caller} takes a compiled pytensor.function or an (inputs, outputs) pair, "
         f"not {type(source).__name__}"
     )
 
@@ -165,7 +165,7 @@ def export_onnx(
     """
     check_opset(opset)
     model = function_to_model(
-        _as_function(source), opset=opset, dims=dims, shared=shared, output_names=output_names
+        as_function(source, "export_onnx"), opset=opset, dims=dims, shared=shared, output_names=output_names
     )
     if path is None:
         if external_data:

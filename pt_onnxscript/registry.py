@@ -71,23 +71,24 @@ def register_check(*op_classes: type[Op]):
     return _registrar(_checks, op_classes)
 
 
-def check_for(g) -> Callable | None:
-    return _lookup(_checks, g)
+def check_for(op) -> Callable | None:
+    return lookup(_checks, op)
 
 
-def _lookup(table: dict[type, Translation], g) -> Translation | None:
-    for cls in type(g).__mro__:
+def lookup(table: dict[type, object], op):
+    """The entry of `table` for the class of `op` or its nearest base class (None if none)."""
+    for cls in type(op).__mro__:
         if cls in table:
             return table[cls]
     return None
 
 
-def translation_for(g: Op) -> Translation | None:
-    return _lookup(_translations, g)
+def translation_for(op: Op) -> Translation | None:
+    return lookup(_translations, op)
 
 
 def scalar_translation_for(scalar_op: ScalarOp) -> Translation | None:
-    translation = _lookup(_scalar_translations, scalar_op)
+    translation = lookup(_scalar_translations, scalar_op)
     spec = getattr(scalar_op, "nfunc_spec", None)
     if translation is None and spec:
         translation = _function_translations.get(spec[0])
@@ -95,4 +96,4 @@ def scalar_translation_for(scalar_op: ScalarOp) -> Translation | None:
 
 
 def blockwise_translation_for(core_op: Op) -> Translation | None:
-    return _lookup(_blockwise_translations, core_op)
+    return lookup(_blockwise_translations, core_op)

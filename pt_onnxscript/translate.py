@@ -63,8 +63,8 @@ def _label(node: Apply) -> str:
     return type(op).__name__
 
 
-def _inner_nodes(g) -> list[Apply]:
-    fgraph = getattr(g, "fgraph", None)
+def _inner_nodes(op) -> list[Apply]:
+    fgraph = getattr(op, "fgraph", None)
     return fgraph.toposort() if hasattr(fgraph, "toposort") else []
 
 

@@ -8,7 +8,7 @@ from pt_onnxscript.translate import rewritten_copy, translate_inner_graph
 
 
 @register(DeepCopyOp, TypeCastingOp)
-def identity(g, node, x):
+def deep_copy_or_view(g, node, x):
     """DeepCopyOp, ViewOp -> Identity."""
     return g.Identity(x)
 

@@ -36,7 +36,7 @@ def _row(g, buffer, index):
     return g.Gather(buffer, g.Mod(index, _length(g, buffer)), axis=0)
 
 
-def _write(g, buffer, index, value):
+def _write_step(g, buffer, index, value):
     """buffer with buffer[index % len(buffer)] = value."""
     at = g.Reshape(g.Mod(index, _length(g, buffer)), _int(g, [1, 1]))
     return g.ScatterND(buffer, at, g.Unsqueeze(value, _int(g, [0])))
@@ -88,11 +88,11 @@ def scan(g, node, n_steps, *outer):
         for k, out_taps in enumerate(info.mit_mot_out_slices):
             buffer = carried[k]
             for tap in out_taps:
-                buffer = _write(g, buffer, g.Add(g.Add(i, _int(g, -mintaps[k])), _int(g, tap)), next(out))
+                buffer = _write_step(g, buffer, g.Add(g.Add(i, _int(g, -mintaps[k])), _int(g, tap)), next(out))
             new_buffers.append(buffer)
         for k in range(n_mit_mot, n_taps):
             start = _int(g, -mintaps[k])
-            new_buffers.append(_write(g, carried[k], g.Add(i, start), next(out)))
+            new_buffers.append(_write_step(g, carried[k], g.Add(i, start), next(out)))
         stacked = [g.Identity(next(out)) for _ in range(info.n_nit_sot)]
         new_untraced = [g.Identity(next(out)) for _ in range(info.n_untraced_sit_sot)]
         done = g.Add(carried[-1], _int(g, 1))

@@ -322,7 +322,7 @@ def _add_truncating(g, x, positions, values, dtype: str, y_dtype: str, one_by_on
     return loop(g, count, [x], step, "add_at")[0]
 
 
-def _write(g, node, x, y, read, *, mode: str, unique: bool):
+def _set_or_increment(g, node, x, y, read, *, mode: str, unique: bool):
     """x with the elements `read` selects set to y, incremented by y, or y added at (np.add.at)."""
     dtype = node.outputs[0].type.dtype
     y_dtype = node.inputs[1].type.dtype
@@ -353,10 +353,10 @@ def _write(g, node, x, y, read, *, mode: str, unique: bool):
     return result
 
 
-def _write_mode(g) -> str:
-    if g.set_instead_of_inc:
+def _write_mode(op) -> str:
+    if op.set_instead_of_inc:
         return "set"
-    return "add" if getattr(g, "ignore_duplicates", False) else "add_at"
+    return "add" if getattr(op, "ignore_duplicates", False) else "add_at"
 
 
 @register_check(IncSubtensor, AdvancedIncSubtensor1, AdvancedIncSubtensor)
@@ -394,7 +394,7 @@ def inc_subtensor(g, node, x, y, *indices):
     """IncSubtensor -> ScatterElements into the flat positions x[indices] selects."""
     entries = _entries(node, node.inputs[2:], indices)
     shape = node.inputs[0].type.shape
-    return _write(
+    return _set_or_increment(
         g, node, x, y, lambda v: _basic(g, v, shape, entries), mode=_write_mode(node.op), unique=True
     )
 
@@ -403,7 +403,7 @@ def inc_subtensor(g, node, x, y, *indices):
 def advanced_inc_subtensor1(g, node, x, y, index):
     """AdvancedIncSubtensor1 -> ScatterElements at Gather(positions, index): repeats accumulate."""
     index = _int64(g, index)
-    return _write(
+    return _set_or_increment(
         g, node, x, y, lambda v: g.Gather(v, index, axis=0), mode=_write_mode(node.op), unique=False
     )
 
@@ -413,6 +413,6 @@ def advanced_inc_subtensor(g, node, x, y, *indices):
     """AdvancedIncSubtensor -> ScatterElements at the positions x[indices] selects."""
     entries = _entries(node, node.inputs[2:], indices)
     shape = node.inputs[0].type.shape
-    return _write(
+    return _set_or_increment(
         g, node, x, y, lambda v: _advanced(g, v, shape, entries), mode=_write_mode(node.op), unique=False
     )

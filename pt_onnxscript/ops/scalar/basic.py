@@ -32,7 +32,7 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 
 from pt_onnxscript.ops.common import cast_inputs_to_output, where
-from pt_onnxscript.registry import register_scalar
+from pt_onnxscript.registry import lookup, register_scalar
 from pt_onnxscript.translate import translate_inner_graph
 from pt_onnxscript.types import onnx_dtype
 
@@ -68,10 +68,6 @@ def _const(g, value, dtype: str):
     return g.Constant(value=ir.tensor(np.asarray(value, dtype=dtype)))
 
 
-def _entry(table: dict, scalar_op):
-    """The entry of `table` for the class of `scalar_op` or its nearest base class."""
-    return next(table[cls] for cls in type(scalar_op).__mro__ if cls in table)
-
 
 def _never(g, x):
     """All False, shaped like `x` (an integer is never NaN nor infinite)."""
@@ -93,7 +89,7 @@ _COMPARISONS = {
 @register_scalar(*_COMPARISONS)
 def comparison(g, node, x, y):
     """LT, GT, LE, GE, EQ, NEQ -> Less, Greater, LessOrEqual, GreaterOrEqual, Equal, Not(Equal)."""
-    name = _entry(_COMPARISONS, node.op)
+    name = lookup(_COMPARISONS, node.op)
     dx, dy = _dtype(node.inputs[0]), _dtype(node.inputs[1])
     if "uint64" in (dx, dy) and {dx, dy} & set(SIGNED):
         result = _compare_signed_with_uint64(g, name, x, y, dx, dy)
@@ -150,7 +146,7 @@ _BITWISE = {ps.OR: ("Or", "BitwiseOr"), ps.XOR: ("Xor", "BitwiseXor"), ps.AND: (
 @register_scalar(*_BITWISE)
 def bitwise(g, node, x, y):
     """OR, XOR, AND -> Or, Xor, And on bools; BitwiseOr, BitwiseXor, BitwiseAnd on integers."""
-    logical, bitwise_name = _entry(_BITWISE, node.op)
+    logical, bitwise_name = lookup(_BITWISE, node.op)
     name = logical if _dtype(node.outputs[0]) == "bool" else bitwise_name
     return getattr(g, name)(*cast_inputs_to_output(g, node, [x, y]))
 
@@ -374,7 +370,7 @@ def second(g, node, x, y):
 
 
 @register_scalar(ps.Identity)
-def identity(g, node, x):
+def scalar_identity(g, node, x):
     """Identity -> Identity."""
     return g.Identity(x)
 
@@ -458,10 +454,10 @@ _UNARY = {
 
 
 @register_scalar(*_UNARY)
-def unary(g, node, x):
+def onnx_unary(g, node, x):
     """Ceil, Floor, RoundHalfToEven, Reciprocal, Log, Exp, Sqrt, Tanh -> the ONNX op."""
     (x,) = cast_inputs_to_output(g, node, [x])
-    return getattr(g, _entry(_UNARY, node.op))(x)
+    return getattr(g, lookup(_UNARY, node.op))(x)
 
 
 @script()
@@ -506,7 +502,7 @@ def scaled(g, node, x):
     """Log2, Log10 -> Log(x) / ln 2, Log(x) / ln 10; Deg2Rad, Rad2Deg -> x * pi / 180, x * 180 / pi."""
     out = _dtype(node.outputs[0])
     (x,) = cast_inputs_to_output(g, node, [x])
-    name, factor = _entry(_SCALED, node.op)
+    name, factor = lookup(_SCALED, node.op)
     return g.Mul(getattr(g, name)(x) if name else x, _const(g, factor, out))
 
 

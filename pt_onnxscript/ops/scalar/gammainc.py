@@ -15,18 +15,13 @@ from onnxscript import opset18 as op18
 from scipy.special import zeta
 
 from pt_onnxscript.ops.common import inline_in_float64
+from pt_onnxscript.ops.scalar.constants import E, EULER, INF, MACHEP, MAXLOG, NAN
 from pt_onnxscript.ops.scalar.math import erfc, expm1, log1p
 from pt_onnxscript.ops.scalar.special import _lgamma_positive, gamma
 from pt_onnxscript.ops.scalar.temme_coefficients import TEMME_D
 from pt_onnxscript.registry import register_scalar
 
-MACHEP = np.array(1.11022302462515654042e-16)
-MAXLOG = np.array(7.09782712893383996732e2)
-EULER = np.array(0.577215664901532860606512090082402431)
-E = np.array(np.exp(1.0))
 TWO_PI = np.array(2 * np.pi)
-NAN = np.array(np.nan)
-INF = np.array(np.inf)
 # lgam(1 + x) = -EULER x + sum_{n >= 2} zeta(n) (-x)^n / n for |x| <= 1/2.
 ZETA = np.concatenate([[0.0, 0.0], zeta(np.arange(2, 42), 1)])
 # Boost's Lanczos approximation (N = 13, g = 6.0247): the scaled sum, numerator over denominator.

@@ -24,13 +24,12 @@ from onnxscript import DOUBLE, FLOAT, script
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import constant, inline
-from pt_onnxscript.registry import register_scalar
+from pt_onnxscript.ops.scalar.constants import LN2, MAXLOG, NAN, PI
+from pt_onnxscript.registry import lookup, register_scalar
 from pt_onnxscript.types import onnx_dtype
 
 TFloat = TypeVar("TFloat", bound=Union[FLOAT, DOUBLE])
 
-NAN = np.array(np.nan)
-LN2 = np.array(0.6931471805599453)
 TWO_POW_28 = np.array(2.0**28)
 
 # ---------------------------------------------------------------- log1p, expm1, sigmoid, softplus
@@ -315,7 +314,6 @@ ATAN_Q = np.array(
 )
 TAN_3PI_8 = np.array(2.41421356237309504880)
 ATAN_MID = np.array(0.66)
-PI = np.array(np.pi)
 PI_2 = np.array(np.pi / 2)
 PI_4 = np.array(np.pi / 4)
 PI_2_LOW = np.array(6.123233995736765886130e-17)  # pi/2 - PI_2
@@ -447,7 +445,6 @@ ERFC_SB = np.array(
     ]
 )
 ERFC_SPLIT = np.array(1 / 0.35)
-MAXLOG = np.array(7.09782712893383996843e2)  # SciPy's erfc is 0 once x*x > MAXLOG
 # Veltkamp's constants 2**s + 1, leaving p - s bits in the upper part of a p-bit significand:
 # 24 for float64, 11 for float32, so h*h (and -h*h - 0.5625, below 2**10) is exact.
 SPLITTERS = np.array([2.0**29 + 1, 2.0**13 + 1])
@@ -559,10 +556,6 @@ def erfc(x: TFloat) -> TFloat:
 # ---------------------------------------------------------------- translations
 
 
-def _entry(table: dict, scalar_op):
-    """The entry of `table` for the class of `scalar_op` or its nearest base class."""
-    return next(table[cls] for cls in type(scalar_op).__mro__ if cls in table)
-
 
 def _computed_inputs(g, node, inputs):
     """The inputs in the dtype the node computes in: its output dtype, float32 for float16."""
@@ -602,11 +595,11 @@ _UNARY = {
 
 
 @register_scalar(*_UNARY)
-def unary(g, node, x):
+def transcendental(g, node, x):
     """Tan, Sinh, Cosh, ArcSinh, ArcCosh, ArcTanh, Erf -> the scripted algorithm in float64,
     the ONNX op in float32; Erfc, Sigmoid, Softplus, Log1p, Expm1 -> the scripted algorithm."""
     (x,), dtype = _computed_inputs(g, node, [x])
-    float64, float32 = _entry(_UNARY, node.op)
+    float64, float32 = lookup(_UNARY, node.op)
     function = float64 if dtype == "float64" else float32
     result = getattr(g, function)(x) if isinstance(function, str) else inline(g, function, x)
     return _as_output(g, node, result, dtype)
@@ -628,7 +621,7 @@ def arc(g, node, x):
     (x, sqrt((1 - x)(1 + x))), (sqrt((1 - x)(1 + x)), x) and (x, 1)."""
     (x,), dtype = _computed_inputs(g, node, [x])
     if dtype != "float64":
-        return _as_output(g, node, getattr(g, _entry(_ARC, node.op))(x), dtype)
+        return _as_output(g, node, getattr(g, lookup(_ARC, node.op))(x), dtype)
     one = constant(g, 1.0, dtype)
     if isinstance(node.op, ps.ArcTan):
         return g.call_inline(arctan2, x, one)

@@ -14,6 +14,7 @@ from onnxscript import DOUBLE, script
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import cast_inputs_to_output, constant, inline_in_float64
+from pt_onnxscript.ops.scalar.constants import EULER, INF, MAXGAM, NAN, PI
 from pt_onnxscript.ops.scalar.math import (
     erf,
     erfc,
@@ -25,13 +26,9 @@ from pt_onnxscript.ops.scalar.math import (
 )
 from pt_onnxscript.registry import register_scalar
 
-PI = np.array(np.pi)
-EULER = np.array(0.57721566490153286061)
 LOGPI = np.array(1.14472988584940017414)
 LS2PI = np.array(0.91893853320467274178)  # log(sqrt(2 pi))
 MAXLGM = np.array(2.556348e305)
-INF = np.array(np.inf)
-NAN = np.array(np.nan)
 LOG_HALF = np.array(np.log(0.5))
 
 # Cephes lgam: A for Stirling's series, B/C for lgamma on [2, 3).
@@ -276,7 +273,6 @@ GAMMA_Q = np.array([-2.31581873324120129819e-5, 5.39605580493303397842e-4, -4.45
 GAMMA_STIR = np.array([7.87311395793093628397e-4, -2.29549961613378126380e-4, -2.68132617805781232825e-3,
                        3.47222221605458667310e-3, 8.33333333333482257126e-2])
 SQRT_TWO_PI = np.array(2.50662827463100050242)
-MAXGAM = np.array(171.624376956302725)
 MAXSTIR = np.array(143.01608)
 
 
