@@ -32,6 +32,7 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 
 from pt_onnxscript.ops.common import cast_inputs_to_output, where
+from pt_onnxscript.ops.scalar.constants import LN2
 from pt_onnxscript.registry import lookup, register_scalar
 from pt_onnxscript.translate import translate_inner_graph
 from pt_onnxscript.types import onnx_dtype
@@ -314,7 +315,7 @@ def power_by_squaring(x: TInt, e: TInt) -> TInt:
     exponent = op18.Add(e, op18.Mul(x, zero))
     result = op18.Add(op18.Mul(base, zero), one)
     more = op18.Greater(
-        op18.ReduceSum(op18.Cast(op18.Greater(exponent, zero), to=7), keepdims=0),
+        op18.ReduceSum(op18.Cast(op18.Greater(exponent, zero), to=INT64.dtype), keepdims=0),
         op18.Constant(value_int=0),
     )
     while more:
@@ -323,7 +324,7 @@ def power_by_squaring(x: TInt, e: TInt) -> TInt:
         base = op18.Mul(base, base)
         exponent = op18.Div(exponent, two)
         more = op18.Greater(
-            op18.ReduceSum(op18.Cast(op18.Greater(exponent, zero), to=7), keepdims=0),
+            op18.ReduceSum(op18.Cast(op18.Greater(exponent, zero), to=INT64.dtype), keepdims=0),
             op18.Constant(value_int=0),
         )
     return result
@@ -382,7 +383,7 @@ def float64_to_float16(x: DOUBLE) -> FLOAT16:
     two = op18.CastLike(2.0, x)
     magnitude = op18.Abs(x)
     # The binade of x: floor(log2 |x|), corrected where the logarithm rounds across it.
-    exponent = op18.Floor(op18.Div(op18.Log(magnitude), op18.CastLike(0.6931471805599453, x)))
+    exponent = op18.Floor(op18.Div(op18.Log(magnitude), op18.CastLike(LN2, x)))
     exponent = op18.Where(
         op18.Greater(op18.Pow(two, exponent), magnitude), op18.Sub(exponent, one), exponent
     )
@@ -396,7 +397,7 @@ def float64_to_float16(x: DOUBLE) -> FLOAT16:
     ulp = op18.Pow(two, op18.Sub(op18.Max(exponent, lowest), op18.CastLike(10.0, x)))
     rounded = op18.Mul(op18.Round(op18.Div(x, ulp)), ulp)
     special = op18.Or(op18.IsNaN(x), op18.IsInf(x))
-    return op18.Cast(op18.Where(special, x, rounded), to=10)
+    return op18.Cast(op18.Where(special, x, rounded), to=FLOAT16.dtype)
 
 
 @register_scalar(ps.Cast)

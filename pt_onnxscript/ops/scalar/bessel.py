@@ -15,7 +15,6 @@ from pt_onnxscript.ops.common import inline_in_float64
 from pt_onnxscript.ops.scalar.constants import NAN
 from pt_onnxscript.registry import register_function, register_scalar
 
-
 # Chebyshev coefficients of exp(-x) I0(x) on [0, 8] and of exp(-x) sqrt(x) I0(x) on [8, inf)
 # in 32/x (Cephes i0.c).
 I0_A = np.array([

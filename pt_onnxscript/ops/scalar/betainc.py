@@ -7,15 +7,20 @@ SciPy), through Lanczos' approximation, where Cephes' log-gamma differences lose
 large a and b. Everything computes in float64 and rounds once to the output dtype.
 """
 
+import numpy as np
 import pytensor.scalar.math as psm
 from onnxscript import BOOL, DOUBLE, script
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import inline_in_float64
-from pt_onnxscript.ops.scalar.constants import E, MACHEP, MAXLOG, NAN
+from pt_onnxscript.ops.scalar.constants import MACHEP, MAXLOG, NAN, E
 from pt_onnxscript.ops.scalar.gammainc import LANCZOS_G, _any, _lanczos_sum_expg_scaled
 from pt_onnxscript.ops.scalar.math import log1p
 from pt_onnxscript.registry import register_scalar
+
+# Boost's switch to log1p for bases near 1, and Cephes' largest x of the power series.
+POWER_TERMS_NEAR_ONE = np.array(0.1)
+SERIES_MAX_X = np.array(0.95)
 
 
 
@@ -33,8 +38,8 @@ def _power_terms(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], y: DOUBLE[...])
     result = lanczos * op18.Sqrt(bgh / op18.CastLike(E, a)) * op18.Sqrt(agh / cgh)
     l1 = (x * b - y * agh) / agh
     l2 = (y * a - x * bgh) / bgh
-    near1 = op18.Abs(l1) < op18.CastLike(0.1, a)
-    near2 = op18.Abs(l2) < op18.CastLike(0.1, a)
+    near1 = op18.Abs(l1) < op18.CastLike(POWER_TERMS_NEAR_ONE, a)
+    near2 = op18.Abs(l2) < op18.CastLike(POWER_TERMS_NEAR_ONE, a)
     log1 = op18.Where(near1, a * log1p(op18.Where(near1, l1, half)), a * op18.Log(x * cgh / agh))
     log2 = op18.Where(near2, b * log1p(op18.Where(near2, l2, half)), b * op18.Log(y * cgh / bgh))
     term1 = op18.Where(near1, op18.Exp(log1), op18.Pow(x * cgh / agh, a))
@@ -63,7 +68,7 @@ def _power_series(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]
         t = op18.Where(live, t_next, t)
         s = op18.Where(live, s + v_next, s)
         v = op18.Where(live, v_next, v)
-        finished = op18.Not(op18.Cast(_any(op18.CastLike(op18.Abs(v) > z, a)), to=9))
+        finished = op18.Not(op18.Cast(_any(op18.CastLike(op18.Abs(v) > z, a)), to=BOOL.dtype))
         if finished:
             break
     s = s + t1
@@ -127,7 +132,7 @@ def _continued_fraction(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], second: 
                               op18.Unsqueeze(ans, axis), op18.Unsqueeze(r, axis), axis=0)
         state = op18.Where(op18.Unsqueeze(pending, axis), updated, state)
         pending = op18.And(pending, op18.Not(t < thresh))
-        finished = op18.Not(op18.Cast(_any(op18.CastLike(pending, a)), to=9))
+        finished = op18.Not(op18.Cast(_any(op18.CastLike(pending, a)), to=BOOL.dtype))
         if finished:
             break
     return state[4]
@@ -140,7 +145,7 @@ def _incbet(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], xc: DOUBLE[...]) -> 
     zero = op18.CastLike(0.0, a)
     one = op18.CastLike(1.0, a)
     two = op18.CastLike(2.0, a)
-    series = op18.And(b * x <= one, x <= op18.CastLike(0.95, a))
+    series = op18.And(b * x <= one, x <= op18.CastLike(SERIES_MAX_X, a))
     y = x * (a + b - two) - (a - one)
     second = op18.Not(y < zero)
     # The elements the series serves enter both loops at x = 0, where each stops at once.
@@ -157,7 +162,7 @@ def betainc(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     zero = op18.CastLike(0.0, a)
     one = op18.CastLike(1.0, a)
     epsilon = op18.CastLike(MACHEP, a)
-    series = op18.And(b * x <= one, x <= op18.CastLike(0.95, a))
+    series = op18.And(b * x <= one, x <= op18.CastLike(SERIES_MAX_X, a))
     xc = one - x
     flip = op18.And(op18.Not(series), x > a / (a + b))
     inside = op18.And(x > zero, x < one)

@@ -15,11 +15,16 @@ from onnxscript import opset18 as op18
 from scipy.special import zeta
 
 from pt_onnxscript.ops.common import inline_in_float64
-from pt_onnxscript.ops.scalar.constants import E, EULER, INF, MACHEP, MAXLOG, NAN
+from pt_onnxscript.ops.scalar.constants import EULER, INF, MACHEP, MAXLOG, NAN, E
 from pt_onnxscript.ops.scalar.math import erfc, expm1, log1p
 from pt_onnxscript.ops.scalar.special import _lgamma_positive, gamma
 from pt_onnxscript.ops.scalar.temme_coefficients import TEMME_D
 from pt_onnxscript.registry import register_scalar
+
+# The thresholds of SciPy's igam/igamc choices (igam.c), in float64.
+POINT_THREE = np.array(0.3)
+POINT_FOUR = np.array(0.4)
+ONE_POINT_ONE = np.array(1.1)
 
 TWO_PI = np.array(2 * np.pi)
 # lgam(1 + x) = -EULER x + sum_{n >= 2} zeta(n) (-x)^n / n for |x| <= 1/2.
@@ -81,18 +86,18 @@ def log1pmx(x: DOUBLE[...]) -> DOUBLE[...]:
     res = zero * t
     n = op18.CastLike(2.0, x)
     pending = op18.CastLike(series, x)
-    go = op18.Cast(_any(pending), to=9)
+    go = op18.Cast(_any(pending), to=BOOL.dtype)
     while go:
         xfac_new = xfac * -t
         term = xfac_new / n
         res_new = res + term
-        live = op18.Cast(pending, to=9)
+        live = op18.Cast(pending, to=BOOL.dtype)
         xfac = op18.Where(live, xfac_new, xfac)
         res = op18.Where(live, res_new, res)
         pending = op18.CastLike(op18.And(live, op18.Not(op18.Abs(term) < machep * op18.Abs(res_new))), x)
         pending = op18.Where(n < op18.CastLike(500.0, x), pending, zero)
         n = n + one
-        go = op18.Cast(_any(pending), to=9)
+        go = op18.Cast(_any(pending), to=BOOL.dtype)
     return op18.Where(series, res, log1p(x) - x)
 
 
@@ -106,18 +111,18 @@ def _lgam1p_taylor(x: DOUBLE[...]) -> DOUBLE[...]:
     xfac = -x
     n = op18.Constant(value_int=2)
     pending = op18.CastLike(op18.Not(op18.Equal(x, zero)), x)
-    go = op18.Cast(_any(pending), to=9)
+    go = op18.Cast(_any(pending), to=BOOL.dtype)
     while go:
         xfac_new = xfac * -x
         coeff = op18.Gather(zetas, n) * xfac_new / op18.CastLike(n, x)
         res_new = res + coeff
-        live = op18.Cast(pending, to=9)
+        live = op18.Cast(pending, to=BOOL.dtype)
         xfac = op18.Where(live, xfac_new, xfac)
         res = op18.Where(live, res_new, res)
         pending = op18.CastLike(op18.And(live, op18.Not(op18.Abs(coeff) < machep * op18.Abs(res_new))), x)
         n = n + op18.Constant(value_int=1)
         pending = op18.Where(n < op18.Constant(value_int=42), pending, zero)
-        go = op18.Cast(_any(pending), to=9)
+        go = op18.Cast(_any(pending), to=BOOL.dtype)
     return op18.Where(op18.Equal(x, zero), zero, res)
 
 
@@ -139,7 +144,7 @@ def _igam_fac(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     zero = op18.CastLike(0.0, a)
     half = op18.CastLike(0.5, a)
     g = op18.CastLike(LANCZOS_G, a)
-    far = op18.Abs(a - x) > op18.CastLike(0.4, a) * op18.Abs(a)
+    far = op18.Abs(a - x) > op18.CastLike(POINT_FOUR, a) * op18.Abs(a)
     ax = a * op18.Log(x) - x - _lgamma_positive(a)
     direct = op18.Where(ax < -op18.CastLike(MAXLOG, a), zero, op18.Exp(ax))
     fac = a + g - half
@@ -166,12 +171,12 @@ def _igam_series(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
         r_new = r + one
         c_new = c * (x / r_new)
         ans_new = ans + c_new
-        live = op18.Cast(pending, to=9)
+        live = op18.Cast(pending, to=BOOL.dtype)
         r = op18.Where(live, r_new, r)
         c = op18.Where(live, c_new, c)
         ans = op18.Where(live, ans_new, ans)
         pending = op18.CastLike(op18.And(live, op18.Not(c_new <= machep * ans_new)), a)
-        finished = op18.Not(op18.Cast(_any(pending), to=9))
+        finished = op18.Not(op18.Cast(_any(pending), to=BOOL.dtype))
         if finished:
             break
     return op18.Where(op18.Equal(ax, zero), zero, ans * ax / a)
@@ -199,7 +204,7 @@ def _igamc_continued_fraction(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     ans = (x + one) / (z * x)
     pending = op18.CastLike(op18.Not(op18.Equal(ax, zero)), a)
     for i in range(2000):
-        live = op18.Cast(pending, to=9)
+        live = op18.Cast(pending, to=BOOL.dtype)
         c = terms[0] + one
         y = terms[1] + one
         z = terms[2] + two
@@ -219,7 +224,7 @@ def _igamc_continued_fraction(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
                             op18.Unsqueeze(pkm1 * rescale, axis), op18.Unsqueeze(pk * rescale, axis),
                             op18.Unsqueeze(qkm1 * rescale, axis), op18.Unsqueeze(qk * rescale, axis), axis=0)
         pending = op18.CastLike(op18.And(live, op18.Not(t <= machep)), a)
-        finished = op18.Not(op18.Cast(_any(pending), to=9))
+        finished = op18.Not(op18.Cast(_any(pending), to=BOOL.dtype))
         if finished:
             break
     return op18.Where(op18.Equal(ax, zero), zero, ans * ax)
@@ -235,9 +240,9 @@ def _igamc_series(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     total = zero * a
     n = one
     pending = op18.CastLike(op18.Not(op18.IsNaN(a)), a)
-    go = op18.Cast(_any(pending), to=9)
+    go = op18.Cast(_any(pending), to=BOOL.dtype)
     while go:
-        live = op18.Cast(pending, to=9)
+        live = op18.Cast(pending, to=BOOL.dtype)
         fac_new = fac * (-x / n)
         term = fac_new / (a + n)
         total_new = total + term
@@ -246,7 +251,7 @@ def _igamc_series(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
         pending = op18.CastLike(op18.And(live, op18.Not(op18.Abs(term) <= machep * op18.Abs(total_new))), a)
         n = n + one
         pending = op18.Where(n < op18.CastLike(2000.0, a), pending, zero)
-        go = op18.Cast(_any(pending), to=9)
+        go = op18.Cast(_any(pending), to=BOOL.dtype)
     logx = op18.Log(x)
     lead = -expm1(a * logx - _lgam1p(a))
     return lead - op18.Exp(a * logx - _lgamma_positive(a)) * total
@@ -261,9 +266,9 @@ def _temme_ck(eta: DOUBLE[...], row: DOUBLE[...]) -> DOUBLE[...]:
     power = eta
     n = op18.Constant(value_int=1)
     pending = op18.CastLike(op18.Not(op18.IsNaN(eta)), eta)
-    go = op18.Cast(_any(pending), to=9)
+    go = op18.Cast(_any(pending), to=BOOL.dtype)
     while go:
-        live = op18.Cast(pending, to=9)
+        live = op18.Cast(pending, to=BOOL.dtype)
         term = op18.Gather(row, n) * power
         ck_new = ck + term
         ck = op18.Where(live, ck_new, ck)
@@ -271,7 +276,7 @@ def _temme_ck(eta: DOUBLE[...], row: DOUBLE[...]) -> DOUBLE[...]:
         power = power * eta
         n = n + op18.Constant(value_int=1)
         pending = op18.Where(n < op18.Constant(value_int=25), pending, zero)
-        go = op18.Cast(_any(pending), to=9)
+        go = op18.Cast(_any(pending), to=BOOL.dtype)
     return ck
 
 
@@ -294,7 +299,7 @@ def _temme_asymptotic(a: DOUBLE[...], x: DOUBLE[...], sign: DOUBLE[...]) -> DOUB
     absold = op18.CastLike(INF, a) + zero * a
     pending = op18.CastLike(op18.Not(op18.IsNaN(eta)), a)
     for k in range(25):
-        live = op18.Cast(pending, to=9)
+        live = op18.Cast(pending, to=BOOL.dtype)
         term = _temme_ck(eta, op18.Gather(table, k)) * afac
         absterm = op18.Abs(term)
         adds = op18.And(live, op18.Not(absterm > absold))
@@ -302,7 +307,7 @@ def _temme_asymptotic(a: DOUBLE[...], x: DOUBLE[...], sign: DOUBLE[...]) -> DOUB
         pending = op18.CastLike(op18.And(adds, op18.Not(absterm < machep * op18.Abs(total))), a)
         absold = op18.Where(adds, absterm, absold)
         afac = op18.Where(adds, afac / a, afac)
-        finished = op18.Not(op18.Cast(_any(pending), to=9))
+        finished = op18.Not(op18.Cast(_any(pending), to=BOOL.dtype))
         if finished:
             break
     return res + sign * op18.Exp(-half * a * eta * eta) * total / op18.Sqrt(op18.CastLike(TWO_PI, a) * a)
@@ -313,7 +318,7 @@ def _asymptotic_domain(a: DOUBLE[...], x: DOUBLE[...]) -> BOOL[...]:
     """Where SciPy takes Temme's expansion: a ~ x with a in (20, 200), or a > 200 closer."""
     ratio = op18.Abs(x - a) / a
     middle = op18.And(op18.And(a > op18.CastLike(20.0, a), a < op18.CastLike(200.0, a)),
-                      ratio < op18.CastLike(0.3, a))
+                      ratio < op18.CastLike(POINT_THREE, a))
     large = op18.And(a > op18.CastLike(200.0, a), ratio < op18.CastLike(4.5, a) / op18.Sqrt(a))
     return op18.Or(middle, large)
 
@@ -354,12 +359,12 @@ def gammaincc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     value = _special_value(a, x, one, zero)
     regular = op18.Not(special)
     asymptotic = op18.And(regular, _asymptotic_domain(a, x))
-    large_x = x > op18.CastLike(1.1, a)
+    large_x = x > op18.CastLike(ONE_POINT_ONE, a)
     small_x = x <= op18.CastLike(0.5, a)
     middle_x = op18.Not(op18.Or(large_x, small_x))
     p_series = op18.Or(op18.And(large_x, x < a), op18.Or(
-        op18.And(small_x, -op18.CastLike(0.4, a) / op18.Log(x) < a),
-        op18.And(middle_x, x * op18.CastLike(1.1, a) < a)))
+        op18.And(small_x, -op18.CastLike(POINT_FOUR, a) / op18.Log(x) < a),
+        op18.And(middle_x, x * op18.CastLike(ONE_POINT_ONE, a) < a)))
     fraction = op18.And(large_x, op18.Not(p_series))
     q_series = op18.And(op18.Not(large_x), op18.Not(p_series))
     p_series = op18.And(op18.And(regular, op18.Not(asymptotic)), p_series)

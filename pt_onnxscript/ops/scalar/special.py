@@ -10,7 +10,7 @@ constant).
 
 import numpy as np
 import pytensor.scalar.math as psm
-from onnxscript import DOUBLE, script
+from onnxscript import DOUBLE, INT64, script
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import cast_inputs_to_output, constant, inline_in_float64
@@ -25,6 +25,13 @@ from pt_onnxscript.ops.scalar.math import (
     tan_float64,
 )
 from pt_onnxscript.registry import register_scalar
+
+# Cephes lgam's three-term Stirling series (x >= 1000), psi's and gamma's thresholds, and
+# the tail below which erfcinv takes the asymptotic start.
+LGAM_SHORT = np.array([7.9365079365079365079365e-4, -2.7777777777777777777778e-3, 0.0833333333333333333333])
+PSI_SERIES_MAX = np.array(1.0e17)
+GAMMA_TINY = np.array(1.0e-9)
+ERFCINV_TINY = np.array(1.0e-10)
 
 LOGPI = np.array(1.14472988584940017414)
 LS2PI = np.array(0.91893853320467274178)  # log(sqrt(2 pi))
@@ -76,8 +83,8 @@ def _lgamma_positive(x: DOUBLE[...]) -> DOUBLE[...]:
     q = (x - op18.CastLike(0.5, x)) * op18.Log(x) - x + op18.CastLike(LS2PI, x)
     r = one / (x * x)
     series = (((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]
-    short = (op18.CastLike(7.9365079365079365079365e-4, x) * r
-             - op18.CastLike(2.7777777777777777777778e-3, x)) * r + op18.CastLike(0.0833333333333333333333, x)
+    s = op18.CastLike(LGAM_SHORT, x)
+    short = (s[0] * r + s[1]) * r + s[2]
     stirling = op18.Where(x >= op18.CastLike(1000.0, x), q + short / x, q + series / x)
     stirling = op18.Where(x > op18.CastLike(1.0e8, x), q, stirling)
     stirling = op18.Where(x > op18.CastLike(MAXLGM, x), op18.CastLike(INF, x), stirling)
@@ -176,14 +183,14 @@ def psi(x: DOUBLE[...]) -> DOUBLE[...]:
     a = op18.CastLike(PSI_A, x)
     z = one / (w * w)
     series = z * ((((((a[0] * z + a[1]) * z + a[2]) * z + a[3]) * z + a[4]) * z + a[5]) * z + a[6])
-    series = op18.Where(w < op18.CastLike(1.0e17, x), series, zero)
+    series = op18.Where(w < op18.CastLike(PSI_SERIES_MAX, x), series, zero)
     asymptotic = op18.Log(w) - op18.CastLike(0.5, x) / w - series
     result = y + op18.Where(w <= two, near_root, asymptotic)
     # Integers: harmonic sums up to 10 (exact table), poles at 0 and below.
     integer = op18.Equal(x, op18.Floor(x))
     table = op18.Gather(
         op18.CastLike(PSI_AT_INTEGERS, x),
-        op18.Cast(op18.Where(op18.IsNaN(x), zero, op18.Min(op18.Max(x, zero), ten)), to=7),
+        op18.Cast(op18.Where(op18.IsNaN(x), zero, op18.Min(op18.Max(x, zero), ten)), to=INT64.dtype),
     )
     result = op18.Where(op18.And(integer, op18.And(x > zero, x <= ten)), table, result)
     result = op18.Where(op18.And(integer, negative), op18.CastLike(NAN, x), result)
@@ -299,7 +306,7 @@ def gamma(x: DOUBLE[...]) -> DOUBLE[...]:
     one = op18.CastLike(1.0, x)
     two = op18.CastLike(2.0, x)
     three = op18.CastLike(3.0, x)
-    tiny = op18.CastLike(1.0e-9, x)
+    tiny = op18.CastLike(GAMMA_TINY, x)
     pc = op18.CastLike(GAMMA_P, x)
     qc = op18.CastLike(GAMMA_Q, x)
     q = op18.Abs(x)
@@ -321,7 +328,7 @@ def gamma(x: DOUBLE[...]) -> DOUBLE[...]:
     pt_ = ((((((pc[0] * t + pc[1]) * t + pc[2]) * t + pc[3]) * t + pc[4]) * t + pc[5]) * t + pc[6])
     qt = (((((((qc[0] * t + qc[1]) * t + qc[2]) * t + qc[3]) * t + qc[4]) * t + qc[5]) * t + qc[6]) * t + qc[7])
     recurrence = op18.Where(op18.Equal(u, two), z, z * pt_ / qt)
-    at_small = z / ((one + op18.CastLike(0.5772156649015329, x) * u) * u)
+    at_small = z / ((one + op18.CastLike(EULER, x) * u) * u)
     recurrence = op18.Where(small, at_small, recurrence)
     recurrence = op18.Where(op18.Equal(u, zero), op18.CastLike(NAN, x), recurrence)
     # |x| >= 33: Stirling, reflected below 0.
@@ -390,7 +397,7 @@ def erfcinv(z: DOUBLE[...]) -> DOUBLE[...]:
     root = op18.Sqrt(-op18.Log(t))
     far = op18.Sqrt(-op18.Log(t * root * op18.CastLike(SQRT_PI, z)))
     far = op18.Sqrt(-op18.Log(t * far * op18.CastLike(SQRT_PI, z)))
-    x = op18.Where(t < op18.CastLike(1.0e-10, z), far, x)
+    x = op18.Where(t < op18.CastLike(ERFCINV_TINY, z), far, x)
     log_t = op18.Log(t)
     for k in range(4):
         e = erfc(x)
