@@ -5,7 +5,7 @@ from functools import reduce
 import onnx_ir as ir
 from pytensor.tensor.blockwise import Blockwise
 
-from pt_onnxscript.ops.common import check_runtime_broadcast, constant, subgraph_tag
+from pt_onnxscript.ops.common import check_runtime_broadcast, constant, loop
 from pt_onnxscript.registry import blockwise_translation_for, register
 from pt_onnxscript.translate import translate_node
 from pt_onnxscript.types import onnx_dtype
@@ -42,30 +42,12 @@ def loop_over_batch(g, node, inputs):
         expanded = g.Expand(x, g.Concat(batch_shape, constant(g, [1] * core_ndim, "int64"), axis=0))
         flat.append(g.Reshape(expanded, g.Concat(size, core_shape, axis=0), allowzero=1))
 
-    def body(g, iteration, condition):
-        g.builder.push_module(tag)  # keeps value names apart from the outer graph's
-        core_inputs = [g.Gather(x, iteration, axis=0) for x in flat]
-        outputs = translate_node(g, core_node, core_inputs)
-        return [g.Identity(condition), *outputs]
+    def step(g, iteration):
+        return translate_node(g, core_node, [g.Gather(x, iteration, axis=0) for x in flat])
 
-    tag = subgraph_tag(g, "blockwise")
-    body_graph = g.builder.subgraph(
-        body,
-        inputs=[
-            ir.val(f"{tag}_iteration", ir.DataType.INT64, []),
-            ir.val(f"{tag}_condition", ir.DataType.BOOL, []),
-        ],
-        outputs=[ir.val(f"{tag}_condition_out", ir.DataType.BOOL, [])]
-        + [ir.val(f"{tag}_core_out_{i}", onnx_dtype(v.type.dtype)) for i, v in enumerate(core_node.outputs)],
-        name="blockwise_body",
-    )
-    stacked = g.Loop(
-        g.Squeeze(size, constant(g, [0], "int64")),
-        None,
-        body=body_graph,
-        _outputs=len(core_node.outputs),
-    )
-    stacked = [stacked] if len(core_node.outputs) == 1 else list(stacked)
+    count = g.Squeeze(size, constant(g, [0], "int64"))
+    dtypes = [onnx_dtype(var.type.dtype) for var in core_node.outputs]
+    stacked = loop(g, count, [], step, "blockwise", stacked=dtypes)
     results = []
     for var, sig, value in zip(core_node.outputs, node.op.outputs_sig, stacked, strict=True):
         core_shape = g.Concat(

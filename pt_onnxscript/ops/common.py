@@ -173,36 +173,59 @@ def _register_callees(functions, function):
             _register_callees(functions, callee)
 
 
-def loop(g, count, state, step, kind: str, *, condition=None):
-    """The final `state` of an ONNX Loop running ``state = step(g, k, *state)`` for k in
-    range(`count`) (None: no bound).
+def subgraph(g, kind: str, build, inputs=(), outputs=()) -> ir.Graph:
+    """The body of a Loop or a branch of an If: ``build(g, *inputs)`` traced into a graph of
+    its own, returning its `outputs`.
 
-    With a `condition` (a 0-d bool: whether to run the first step), the Loop runs while it
-    holds and `step` returns ``(go_on, *state)``. Value names in the body start with a tag
-    numbered per model (deterministic files).
+    `inputs` and `outputs` are (dtype, shape) pairs (shape None: unknown). Value names in the
+    body start with a tag numbered per model, so they stay apart from the enclosing graphs'
+    (ONNX wants names unique across nested graphs) and the same graph gives the same file.
     """
     tag = subgraph_tag(g, kind)
 
-    def body(g, k, go, *values):
-        g.builder.push_module(tag)  # keeps value names apart from the outer graph's
-        results = step(g, k, *values)
-        return [g.Identity(go), *results] if condition is None else list(results)
+    def trace(g, *args):
+        g.builder.push_module(tag)
+        return build(g, *args)
 
-    graph = g.builder.subgraph(
-        body,
-        inputs=[
-            ir.val(f"{tag}_k", ir.DataType.INT64, []),
-            ir.val(f"{tag}_go", ir.DataType.BOOL, []),
-            *[ir.val(f"{tag}_in{i}", v.dtype) for i, v in enumerate(state)],
-        ],
+    return g.builder.subgraph(
+        trace,
+        inputs=[ir.val(f"{tag}_in{i}", dtype, shape) for i, (dtype, shape) in enumerate(inputs)],
         outputs=[
-            ir.val(f"{tag}_go_out", ir.DataType.BOOL, []),
-            *[ir.val(f"{tag}_out{i}", v.dtype) for i, v in enumerate(state)],
+            ir.val(f"{tag}_out{i}", dtype, shape) for i, (dtype, shape) in enumerate(outputs)
         ],
         name=tag,
     )
-    result = g.Loop(count, condition, *state, body=graph, _outputs=len(state))
-    return list(result) if len(state) > 1 else [result]
+
+
+def loop(g, count, state, step, kind: str, *, condition=None, stacked=()):
+    """The final `state` of an ONNX Loop running ``state = step(g, k, *state)`` for k in
+    range(`count`) (None: no bound), followed by the values of `stacked` dtypes that each step
+    also returns after its state, stacked along a new first axis (Loop's scan outputs).
+
+    With a `condition` (a 0-d bool: whether to run the first step), the Loop runs while it
+    holds and `step` returns ``(go_on, *state, *stacked)``.
+    """
+    scalar_int, scalar_bool = (ir.DataType.INT64, []), (ir.DataType.BOOL, [])
+
+    def body(g, k, go, *values):
+        results = list(step(g, k, *values))
+        return [g.Identity(go), *results] if condition is None else results
+
+    graph = subgraph(
+        g,
+        kind,
+        body,
+        inputs=[scalar_int, scalar_bool, *[(v.dtype, None) for v in state]],
+        outputs=[scalar_bool, *[(v.dtype, None) for v in state], *[(d, None) for d in stacked]],
+    )
+    n = len(state) + len(stacked)
+    result = g.Loop(count, condition, *state, body=graph, _outputs=n)
+    return list(result) if n > 1 else [result]
+
+
+def branch(g, kind: str, build, dtypes) -> ir.Graph:
+    """A branch of an ONNX If: ``build(g)``, returning values of `dtypes`."""
+    return subgraph(g, kind, build, outputs=[(dtype, None) for dtype in dtypes])
 
 
 def subgraph_tag(g, kind: str) -> str:

@@ -11,7 +11,7 @@ from pytensor.tensor.extra_ops import (
     Unique,
 )
 
-from pt_onnxscript.ops.common import constant, subgraph_tag, where
+from pt_onnxscript.ops.common import constant, loop, where
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.translate import TranslationError
 from pt_onnxscript.types import onnx_dtype
@@ -56,28 +56,12 @@ def _cumprod(g, node, x, axis: int, ndim: int):
     dtype = onnx_dtype(node.outputs[0].type.dtype)
     ones = g.Expand(constant(g, 1, node.outputs[0].type.dtype), g.Shape(front, start=1))
 
-    def body(g, i, condition, product):
-        g.builder.push_module(tag)  # keeps value names apart from the outer graph's
+    def step(g, i, product):
         product = g.Mul(product, g.Gather(front, i, axis=0))
-        return [g.Identity(condition), product, g.Identity(product)]
+        return [product, g.Identity(product)]
 
-    tag = subgraph_tag(g, "cumprod")
-    graph = g.builder.subgraph(
-        body,
-        inputs=[
-            ir.val(f"{tag}_i", ir.DataType.INT64, []),
-            ir.val(f"{tag}_condition", ir.DataType.BOOL, []),
-            ir.val(f"{tag}_product", dtype),
-        ],
-        outputs=[
-            ir.val(f"{tag}_condition_out", ir.DataType.BOOL, []),
-            ir.val(f"{tag}_product_out", dtype),
-            ir.val(f"{tag}_step", dtype),
-        ],
-        name="cumprod_body",
-    )
     count = g.Squeeze(g.Shape(front, start=0, end=1), constant(g, [0], "int64"))
-    _, steps = g.Loop(count, None, ones, body=graph, _outputs=2)
+    _, steps = loop(g, count, [ones], step, "cumprod", stacked=[dtype])
     # With no steps the scan output has no shape of its own: give it the input's.
     steps = g.Reshape(steps, g.Shape(front), allowzero=1)
     if not axis:

@@ -1,9 +1,8 @@
 """IfElse -> ONNX If, each branch's own computations inside its subgraph."""
 
-import onnx_ir as ir
 from pytensor.ifelse import IfElse
 
-from pt_onnxscript.ops.common import constant, subgraph_tag
+from pt_onnxscript.ops.common import branch, constant
 from pt_onnxscript.registry import register
 from pt_onnxscript.types import onnx_dtype
 
@@ -19,26 +18,20 @@ def ifelse(g, node, condition, build_then, build_else):
         condition = g.Not(g.Equal(condition, constant(g, 0, node.inputs[0].type.dtype)))
     if node.inputs[0].type.ndim:
         condition = g.Reshape(condition, constant(g, [], "int64"))
-    outputs = node.outputs
+    dtypes = [onnx_dtype(var.type.dtype) for var in node.outputs]
 
-    def branch(build, name):
-        tag = subgraph_tag(g, name)
-
+    def in_output_dtypes(build):
         def trace(g):
-            g.builder.push_module(tag)  # keeps value names apart from the outer graph's
-            results = []
-            for var, value in zip(outputs, build(g), strict=True):
-                target = onnx_dtype(var.type.dtype)
-                results.append(g.Identity(value) if value.dtype == target else g.Cast(value, to=target))
-            return results
+            return [
+                g.Identity(value) if value.dtype == dtype else g.Cast(value, to=dtype)
+                for value, dtype in zip(build(g), dtypes, strict=True)
+            ]
 
-        declared = [ir.val(f"{tag}_{i}", onnx_dtype(var.type.dtype)) for i, var in enumerate(outputs)]
-        return g.builder.subgraph(trace, inputs=[], outputs=declared, name=name)
+        return trace
 
-    results = g.If(
+    return g.If(
         condition,
-        then_branch=branch(build_then, "then"),
-        else_branch=branch(build_else, "else"),
-        _outputs=len(outputs),
+        then_branch=branch(g, "then", in_output_dtypes(build_then), dtypes),
+        else_branch=branch(g, "else", in_output_dtypes(build_else), dtypes),
+        _outputs=len(dtypes),
     )
-    return results

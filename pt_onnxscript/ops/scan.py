@@ -12,7 +12,7 @@ from itertools import chain
 import onnx_ir as ir
 from pytensor.scan.op import Scan
 
-from pt_onnxscript.ops.common import constant, subgraph_tag
+from pt_onnxscript.ops.common import branch, constant, loop
 from pt_onnxscript.registry import register
 from pt_onnxscript.translate import TranslationError, constant_value, translate_graph
 from pt_onnxscript.types import onnx_dtype
@@ -47,102 +47,78 @@ def scan(g, node, n_steps, *outer):
     """Scan -> Loop over its steps (a while loop's `until` ends it early)."""
     op = node.op
     info = op.info
-    if info.n_untraced_sit_sot and any(
-        getattr(v.type, "dtype", None) is None for v in op.fgraph.outputs
-    ):
+    inner_in, inner_out = list(op.fgraph.inputs), list(op.fgraph.outputs)
+    if any(getattr(v.type, "dtype", None) is None for v in op.inner_untraced_sit_sot_outs(inner_out)):
         raise TranslationError(f"{node}: untraced outputs that are not tensors cannot be exported")
-    n_seqs, n_mit_mot, n_mit_sot, n_sit_sot = (
-        info.n_seqs, info.n_mit_mot, info.n_mit_sot, info.n_sit_sot,
-    )
-    n_taps = n_mit_mot + n_mit_sot + n_sit_sot
-    seqs = outer[:n_seqs]
-    buffers = outer[n_seqs : n_seqs + n_taps]
-    untraced = outer[n_seqs + n_taps : n_seqs + n_taps + info.n_untraced_sit_sot]
-    nit_sot_sizes = outer[n_seqs + n_taps + info.n_untraced_sit_sot :][: info.n_nit_sot]
-    non_seqs = outer[n_seqs + n_taps + info.n_untraced_sit_sot + info.n_nit_sot :]
+    outer = [n_steps, *outer]
+    seqs, non_seqs = op.outer_seqs(outer), op.outer_non_seqs(outer)
+    buffers = op.outer_mitmot(outer) + op.outer_mitsot(outer) + op.outer_sitsot(outer)
+    untraced = op.outer_untraced_sit_sot(outer)
+    n_taps, n_untraced = len(buffers), len(untraced)
     in_taps = list(chain(info.mit_mot_in_slices, info.mit_sot_in_slices, info.sit_sot_in_slices))
-    mintaps = [min(taps) for taps in in_taps]
-    inner_inputs = list(op.fgraph.inputs)
-    inner_outputs = list(op.fgraph.outputs)
+    starts = [-min(taps) for taps in in_taps]  # the buffer row of step 0's output
+    tapped = op.inner_mitmot(inner_in) + op.inner_mitsot(inner_in) + op.inner_sitsot(inner_in)
     steps = _scalar(g, n_steps)
-    tag = subgraph_tag(g, "scan")
 
-    def body(g, i, condition, *carried):
-        g.builder.push_module(tag)  # keeps value names apart from the outer graph's
-        values = {}
-        position = iter(inner_inputs)
-        for seq in seqs:
-            values[next(position)] = g.Gather(seq, i, axis=0)
+    def step(g, i, *carried):
+        values = {var: g.Gather(seq, i, axis=0) for var, seq in zip(op.inner_seqs(inner_in), seqs, strict=True)}
+        tap_vars = iter(tapped)
         for k, taps in enumerate(in_taps):
-            start = _int(g, -mintaps[k])
             for tap in taps:
-                values[next(position)] = _row(g, carried[k], g.Add(g.Add(i, start), _int(g, tap)))
-        for k in range(info.n_untraced_sit_sot):
-            values[next(position)] = carried[n_taps + k]
-        for value in non_seqs:
-            values[next(position)] = value
-        translate_graph(g, op.fgraph.toposort(), values, outputs=inner_outputs)
-        results = [values[v] if v in values else constant_value(g, v) for v in inner_outputs]
-        out = iter(results)
+                values[next(tap_vars)] = _row(g, carried[k], g.Add(i, _int(g, starts[k] + tap)))
+        values.update(zip(op.inner_untraced_sit_sot(inner_in), carried[n_taps:-1], strict=True))
+        values.update(zip(op.inner_non_seqs(inner_in), non_seqs, strict=True))
+        translate_graph(g, op.fgraph.toposort(), values, outputs=inner_out)
+
+        def result(var):
+            return values[var] if var in values else constant_value(g, var)
+
         new_buffers = []
+        mit_mot_outs = iter(op.inner_mitmot_outs(inner_out))
         for k, out_taps in enumerate(info.mit_mot_out_slices):
             buffer = carried[k]
             for tap in out_taps:
-                buffer = _write_step(g, buffer, g.Add(g.Add(i, _int(g, -mintaps[k])), _int(g, tap)), next(out))
+                buffer = _write_step(g, buffer, g.Add(i, _int(g, starts[k] + tap)), result(next(mit_mot_outs)))
             new_buffers.append(buffer)
-        for k in range(n_mit_mot, n_taps):
-            start = _int(g, -mintaps[k])
-            new_buffers.append(_write_step(g, carried[k], g.Add(i, start), next(out)))
-        stacked = [g.Identity(next(out)) for _ in range(info.n_nit_sot)]
-        new_untraced = [g.Identity(next(out)) for _ in range(info.n_untraced_sit_sot)]
+        for k, var in enumerate(op.inner_mitsot_outs(inner_out) + op.inner_sitsot_outs(inner_out), start=len(new_buffers)):
+            new_buffers.append(_write_step(g, carried[k], g.Add(i, _int(g, starts[k])), result(var)))
+        new_untraced = [g.Identity(result(var)) for var in op.inner_untraced_sit_sot_outs(inner_out)]
+        stacked = [g.Identity(result(var)) for var in op.inner_nitsot_outs(inner_out)]
         done = g.Add(carried[-1], _int(g, 1))
-        if info.as_while:
-            until = next(out)
-            go_on = g.Not(g.Cast(g.Reshape(until, _int(g, [])), to=ir.DataType.BOOL))
-        else:
-            go_on = g.Identity(condition)
-        return [go_on, *new_buffers, *new_untraced, done, *stacked]
+        state = [*new_buffers, *new_untraced, done, *stacked]
+        if not info.as_while:
+            return state
+        until = g.Reshape(result(inner_out[-1]), _int(g, []))
+        return [g.Not(g.Cast(until, to=ir.DataType.BOOL)), *state]
 
-    carried_types = [
-        ir.val(f"{tag}_carried_{k}", onnx_dtype(var.type.dtype))
-        for k, var in enumerate(chain(node.inputs[1 + n_seqs : 1 + n_seqs + n_taps + info.n_untraced_sit_sot]))
-    ]
-    nit_sot_vars = inner_outputs[info.n_mit_mot_outs + n_mit_sot + n_sit_sot :][: info.n_nit_sot]
-    graph = g.builder.subgraph(
-        body,
-        inputs=[ir.val(f"{tag}_i", ir.DataType.INT64, []), ir.val(f"{tag}_condition", ir.DataType.BOOL, []),
-                *carried_types, ir.val(f"{tag}_done", ir.DataType.INT64, [])],
-        outputs=[ir.val(f"{tag}_condition_out", ir.DataType.BOOL, []),
-                 *[ir.val(f"{v.name}_out") for v in carried_types],
-                 ir.val(f"{tag}_done_out", ir.DataType.INT64, []),
-                 *[ir.val(f"{tag}_stacked_{k}", onnx_dtype(v.type.dtype)) for k, v in enumerate(nit_sot_vars)]],
-        name="scan_body",
+    dtypes = [onnx_dtype(var.type.dtype) for var in op.inner_nitsot_outs(inner_out)]
+    results = loop(
+        g,
+        steps,
+        [*buffers, *untraced, _int(g, 0)],
+        step,
+        "scan",
+        condition=constant(g, True, "bool") if info.as_while else None,
+        stacked=dtypes,
     )
-    results = g.Loop(
-        steps, constant(g, True, "bool"), *buffers, *untraced, _int(g, 0),
-        body=graph,
-        _outputs=n_taps + info.n_untraced_sit_sot + 1 + info.n_nit_sot,
-    )
-    results = list(results) if isinstance(results, list | tuple) else [results]
-    final_buffers = results[:n_taps]
-    final_untraced = results[n_taps : n_taps + info.n_untraced_sit_sot]
-    done = results[n_taps + info.n_untraced_sit_sot]
-    stacked = results[n_taps + info.n_untraced_sit_sot + 1 :]
+    final_buffers, final_untraced = results[:n_taps], results[n_taps : n_taps + n_untraced]
+    done, stacked = results[n_taps + n_untraced], results[n_taps + n_untraced + 1 :]
 
-    outputs = list(final_buffers[:n_mit_mot])
-    for k in range(n_mit_mot, n_taps):
-        outputs.append(_settle(g, final_buffers[k], done, steps, mintaps[k]))
-    for k, (size, rows, var) in enumerate(zip(nit_sot_sizes, stacked, node.outputs[n_taps:], strict=False)):
+    outputs = list(final_buffers[: info.n_mit_mot])
+    for k in range(info.n_mit_mot, n_taps):
+        outputs.append(_settle(g, final_buffers[k], done, steps, starts[k]))
+    sizes = op.outer_nitsot(outer)
+    for size, rows, var in zip(sizes, stacked, op.outer_nitsot_outs(node.outputs), strict=True):
         outputs.append(_settle_stacked(g, rows, _scalar(g, size), done, steps, var))
     outputs.extend(final_untraced)
     return outputs if len(outputs) > 1 else outputs[0]
 
 
-def _settle(g, buffer, done, steps, mintap: int):
+def _settle(g, buffer, done, steps, start: int):
     """Scan's final buffer: rotated oldest first if it wrapped; zeroed past the written rows
     and shortened by the steps not taken if a while loop stopped early."""
     length = _length(g, buffer)
-    written = g.Add(done, _int(g, -mintap))
+    written = g.Add(done, _int(g, start))
     wrapped = g.LessOrEqual(length, written)
     position = g.Mod(written, length)
     index = g.Range(_int(g, 0), length, _int(g, 1))
@@ -157,8 +133,7 @@ def _settle(g, buffer, done, steps, mintap: int):
 
 
 def _branch(g, value):
-    name = subgraph_tag(g, "settled")
-    return g.builder.subgraph(lambda g: g.Identity(value), inputs=[], outputs=[ir.val(name, value.dtype)], name=name)
+    return branch(g, "settled", lambda g: [g.Identity(value)], [value.dtype])
 
 
 def _settle_stacked(g, rows, size, done, steps, var):

@@ -8,10 +8,9 @@ is done, so each ends with the state its own loop would have; it stops when none
 import onnx_ir as ir
 from pytensor.scalar.loop import ScalarLoop
 
-from pt_onnxscript.ops.common import constant, subgraph_tag, where
+from pt_onnxscript.ops.common import constant, loop, where
 from pt_onnxscript.registry import register_scalar
 from pt_onnxscript.translate import translate_inner_graph
-from pt_onnxscript.types import onnx_dtype
 
 
 def _any(g, mask):
@@ -24,8 +23,8 @@ def _any(g, mask):
 def scalar_loop(g, node, n_steps, *inputs):
     """ScalarLoop -> Loop over the broadcast elements; a while loop reports per element whether
     its condition ended it (False when it ran out of steps, or had none)."""
-    loop = node.op
-    n_update = len(loop.outputs) - int(loop.is_while)
+    op = node.op
+    n_update = len(op.outputs) - int(op.is_while)
     # The broadcast shape of all inputs, which every output has.
     shape_of = g.Equal(n_steps, n_steps)
     for value in inputs:
@@ -34,46 +33,26 @@ def scalar_loop(g, node, n_steps, *inputs):
     steps = g.Expand(g.Cast(n_steps, to=ir.DataType.INT64), shape)
     carried = [g.Expand(value, shape) for value in inputs[:n_update]]
     constants = list(inputs[n_update:])
-    dtypes = [var.type.dtype for var in loop.inputs[:n_update]]
+    dtypes = [var.type.dtype for var in op.inputs[:n_update]]
     done = g.Expand(constant(g, False, "bool"), shape)
-    tag = subgraph_tag(g, "scalar_loop")
 
-    def body(g, i, condition, *state):
-        g.builder.push_module(tag)
+    def step(g, i, *state):
         *values, done = state
         active = g.And(g.Less(i, steps), g.Not(done))
         results = translate_inner_graph(
-            g, loop.fgraph.inputs, loop.fgraph.outputs, loop.fgraph.toposort(),
+            g, op.fgraph.inputs, op.fgraph.outputs, op.fgraph.toposort(),
             [*values, *constants], scalar=True,
         )
         new_values = [
             where(g, active, new, old, dtype)
             for new, old, dtype in zip(results[:n_update], values, dtypes, strict=True)
         ]
-        if loop.is_while:
+        if op.is_while:
             done = g.Or(done, g.And(active, g.Cast(results[-1], to=ir.DataType.BOOL)))
         still = g.And(g.Less(g.Add(i, constant(g, 1, "int64")), steps), g.Not(done))
         return [_any(g, still), *new_values, done]
 
-    graph = g.builder.subgraph(
-        body,
-        inputs=[
-            ir.val(f"{tag}_i", ir.DataType.INT64, []),
-            ir.val(f"{tag}_condition", ir.DataType.BOOL, []),
-            *[ir.val(f"{tag}_carried_{k}", onnx_dtype(d)) for k, d in enumerate(dtypes)],
-            ir.val(f"{tag}_done", ir.DataType.BOOL),
-        ],
-        outputs=[
-            ir.val(f"{tag}_condition_out", ir.DataType.BOOL, []),
-            *[ir.val(f"{tag}_carried_{k}_out", onnx_dtype(d)) for k, d in enumerate(dtypes)],
-            ir.val(f"{tag}_done_out", ir.DataType.BOOL),
-        ],
-        name="scalar_loop_body",
-    )
-    results = g.Loop(
-        None, _any(g, g.Greater(steps, constant(g, 0, "int64"))), *carried, done,
-        body=graph, _outputs=n_update + 1,
-    )
-    results = list(results) if isinstance(results, list | tuple) else [results]
-    outputs = results[:n_update] + ([results[-1]] if loop.is_while else [])
+    started = _any(g, g.Greater(steps, constant(g, 0, "int64")))
+    results = loop(g, None, [*carried, done], step, "scalar_loop", condition=started)
+    outputs = results[:n_update] + ([results[-1]] if op.is_while else [])
     return outputs if len(outputs) > 1 else outputs[0]
