@@ -4,6 +4,7 @@ import numpy as np
 import onnx_ir as ir
 from pytensor.tensor import constant as tensor_constant
 
+from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.translate import constant_value
 from pt_onnxscript.types import onnx_dtype
 
@@ -27,10 +28,6 @@ def constant(g, value, dtype: str):
     return constant_value(g, tensor_constant(np.asarray(value, dtype=dtype)))
 
 
-# ONNX Runtime's Where has no bool/int16/uint16/uint64 kernel; these dtypes hold the same values.
-WHERE_DTYPE = {"bool": "uint8", "int16": "int32", "uint16": "uint32", "uint64": "int64"}
-
-
 def where(g, cond, a, b, dtype: str):
     """Where(cond, a, b) for values of PyTensor dtype `dtype`.
 
@@ -38,7 +35,7 @@ def where(g, cond, a, b, dtype: str):
     without -0.0 goes first, as is, or the condition is negated to put it there; otherwise
     the zeros taken from a -0.0 in `a` get their sign back by a multiplication by -1.
     """
-    via = WHERE_DTYPE.get(dtype)
+    via = kernel_dtype("Where", dtype, keep="bits")
     if np.dtype(dtype).kind == "f":
         if _no_negative_zero(a):
             return g.Where(cond, a, b)
@@ -48,7 +45,7 @@ def where(g, cond, a, b, dtype: str):
         negative_zero = g.And(g.Equal(a, zero), g.Less(g.Div(constant(g, 1, dtype), a), zero))
         sign = g.Where(g.And(cond, negative_zero), constant(g, -1, dtype), constant(g, 1, dtype))
         return g.Mul(g.Where(cond, a, b), sign)
-    if via is None:
+    if via == dtype:
         return g.Where(cond, a, b)
     to, back = onnx_dtype(via), onnx_dtype(dtype)
     return g.Cast(g.Where(cond, g.Cast(a, to=to), g.Cast(b, to=to)), to=back)

@@ -13,14 +13,9 @@ from pytensor.tensor.extra_ops import (
 
 from pt_onnxscript.ops.common import constant, loop, where
 from pt_onnxscript.registry import register, register_check
+from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.translate import TranslationError
 from pt_onnxscript.types import onnx_dtype
-
-# ONNX Runtime's CumSum kernels; other integers accumulate in int64 and wrap back like NumPy.
-# ONNX Runtime has no unsigned CumSum kernel (uint64 fails at session creation); int64 holds
-# the same bits modulo 2**64.
-CUMSUM_DTYPES = {"float32", "float64", "int32", "int64"}
-
 
 def _flatten(g, x):
     return g.Reshape(x, constant(g, [-1], "int64"))
@@ -30,7 +25,7 @@ def _flatten(g, x):
 def cumsum_dtype(node):
     dtype = node.outputs[0].type.dtype
     if node.op.mode == "add" and dtype in ("float16", "bool"):
-        return f"no exact ONNX cumulative sum of {dtype} (ONNX Runtime's CumSum has no kernel)"
+        return f"no exact ONNX cumulative sum of {dtype}"
     return None
 
 
@@ -42,7 +37,7 @@ def cumop(g, node, x):
         x, axis = _flatten(g, x), 0
     dtype = node.outputs[0].type.dtype
     if node.op.mode == "add":
-        via = dtype if dtype in CUMSUM_DTYPES else "int64"
+        via = kernel_dtype("CumSum", dtype, keep="bits")  # wraps back like NumPy
         x = x if via == dtype else g.Cast(x, to=onnx_dtype(via))
         total = g.CumSum(x, constant(g, axis, "int64"))
         return total if via == dtype else g.Cast(total, to=onnx_dtype(dtype))
@@ -173,9 +168,7 @@ def unique(g, node, x):
         flags, numbers = (g.Gather(keys, constant(g, k, "int64"), axis=1) for k in (0, 1))
         values = g.Where(g.Greater(flags, constant(g, 0, dtype)), constant(g, np.nan, dtype), numbers)
     else:
-        # ONNX Runtime's Unique kernels: int8, int64, float32, float64.
-        via = {"bool": "int8", "uint8": "int64", "int16": "int64", "uint16": "int64",
-               "int32": "int64", "uint32": "int64", "float16": "float32"}.get(dtype, dtype)
+        via = kernel_dtype("Unique", dtype)
         kwargs = {} if op.axis is None else {"axis": op.axis}
         keys = x if via == dtype else g.Cast(x, to=onnx_dtype(via))
         values, first, inverse, counts = g.Unique(keys, sorted=1, _outputs=4, **kwargs)

@@ -8,6 +8,7 @@ from pytensor.tensor.math import Argmax, Dot, ProdWithoutZeros
 
 from pt_onnxscript.ops.common import constant, loop, out_dtype, raise_if
 from pt_onnxscript.registry import register, register_blockwise, register_check
+from pt_onnxscript.runtime_gaps import has_kernel, kernel_dtype
 from pt_onnxscript.types import onnx_dtype
 
 REDUCTIONS = {
@@ -18,15 +19,6 @@ REDUCTIONS = {
     ps.AND: "ReduceMin",
     ps.OR: "ReduceMax",
 }
-# Dtypes ORT's CPU kernels lack, and the wider dtype that computes them exactly:
-# modular for sums and products (same bits), order-preserving for max, min and argmax.
-MODULAR = {"bool": "int64", "int8": "int64", "int16": "int64"} | {
-    f"uint{b}": "int64" for b in (8, 16, 32, 64)
-}
-ORDERED = {"bool": "int32", "int16": "int32", "uint16": "int32", "uint32": "int64"}
-WIDER = {"ReduceSum": MODULAR, "ReduceProd": MODULAR, "ReduceMax": ORDERED, "ReduceMin": ORDERED}
-
-
 @register(CAReduce)
 def careduce(g, node, x):
     """CAReduce -> Reduce{Sum,Prod,Max,Min}, computed in the accumulation dtype.
@@ -51,7 +43,10 @@ def careduce(g, node, x):
         result = getattr(g, name)(g.Cast(x, to=ir.DataType.UINT8), _int(g, axes), keepdims=0)
         return g.Cast(result, to=out_dtype(node))
     acc = getattr(node.op, "acc_dtype", None) or node.outputs[0].type.dtype
-    acc = WIDER[name].get(acc, acc)
+    if name in ("ReduceSum", "ReduceProd"):
+        acc = _modular(acc)
+    elif acc != "uint64":  # uint64 is mapped to int64 in order below
+        acc = kernel_dtype(name, acc)
     if isinstance(node.op, ProdWithoutZeros):
         x = g.Where(g.Equal(x, g.CastLike(0, x)), g.CastLike(1, x), x)
     if in_dtype != acc:
@@ -154,10 +149,10 @@ def argmax(g, node, x, *axis_input):
     axes = list(range(ndim)) if node.op.axis is None else sorted(node.op.axis)
     dtype = node.inputs[0].type.dtype
     original = x
-    if dtype in ORDERED:
-        x = g.Cast(x, to=onnx_dtype(ORDERED[dtype]))
-    elif dtype == "uint64":
+    if dtype == "uint64":
         x = _to_ordered(g, x)
+    elif kernel_dtype("ArgMax", dtype) != dtype:
+        x = g.Cast(x, to=onnx_dtype(kernel_dtype("ArgMax", dtype)))
     if len(axes) != 1:
         x = _reduced_last(g, x, axes, ndim)
     axis = axes[0] if len(axes) == 1 else ndim - len(axes)
@@ -168,16 +163,21 @@ def argmax(g, node, x, *axis_input):
     return _raise_if_empty(g, node, original, axes, result, "attempt to get argmax of an empty sequence")
 
 
-# Integers ONNX Runtime's MatMul lacks (its unsigned kernels also fail on an empty inner dim)
-# multiply in int64, which holds the same bits modulo 2**64.
-MATMUL_DTYPES = {"float16", "float32", "float64", "int32", "int64"}
-MATMUL_WIDER = {"int8": "int64", "int16": "int64"} | {f"uint{b}": "int64" for b in (8, 16, 32, 64)}
+def _modular(dtype: str) -> str:
+    """The dtype integer sums (MatMul with ones), products and dot products of `dtype` compute
+    in: `dtype` where ONNX Runtime's MatMul has a sound kernel for it, else int64, which holds
+    the same bits modulo 2**64 (its unsigned MatMul fails on an empty inner dim)."""
+    if np.dtype(dtype).kind == "f":
+        return dtype
+    if has_kernel("MatMul", dtype) and np.dtype(dtype).kind == "i":
+        return dtype
+    return "int64"
 
 
 @register_check(Dot)
 def dot_dtype(node):
     dtype = node.outputs[0].type.dtype
-    if dtype not in MATMUL_DTYPES and dtype not in MATMUL_WIDER:
+    if dtype == "bool":
         return f"Dot of {dtype} has no exact ONNX translation (cast the operands to an integer type)"
     return None
 
@@ -193,7 +193,7 @@ def reduction_kind(node):
 def matmul(g, node, x, y):
     """MatMul of x and y in the node's output dtype (via a wider int type where ORT needs it)."""
     dtype = node.outputs[0].type.dtype
-    compute = dtype if dtype in MATMUL_DTYPES else MATMUL_WIDER.get(dtype)
+    compute = _modular(dtype)
     x, y = [
         v if var.type.dtype == compute else g.Cast(v, to=onnx_dtype(compute))
         for var, v in zip(node.inputs[:2], (x, y), strict=True)

@@ -20,6 +20,7 @@ from pt_onnxscript.ops.common import constant
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.translate import TranslationError
 from pt_onnxscript.types import onnx_dtype
+from pt_onnxscript.runtime_gaps import has_kernel
 
 
 class ChannelConv2d(Op):
@@ -143,7 +144,7 @@ def channel_conv2d(g, node, x, w):
     dtype = node.outputs[0].type.dtype
     x, w = _as(g, node.inputs[0], x, dtype), _as(g, node.inputs[1], w, dtype)
     full = node.op.full
-    if dtype in ("float32", "float16"):
+    if has_kernel("Conv", dtype):
         flipped = g.Slice(
             w,
             constant(g, [-1, -1], "int64"),

@@ -6,12 +6,8 @@ from pytensor.tensor.sort import ArgSortOp, SortOp
 
 from pt_onnxscript.ops.common import constant
 from pt_onnxscript.registry import register, register_check
+from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.types import onnx_dtype
-
-# ONNX Runtime's TopK kernels; other dtypes sort as a wider dtype holding the same values.
-TOPK_DTYPE = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "int32",
-              "uint16": "int32", "uint32": "int64", "float16": "float32"}
-
 
 @register_check(SortOp, ArgSortOp)
 def constant_sort_axis(node):
@@ -42,12 +38,12 @@ def argsort(g, node, x):
     dtype = node.inputs[0].type.dtype
     if node.inputs[1].data is None:
         x = g.Reshape(x, constant(g, [-1], "int64"))
-    via = TOPK_DTYPE.get(dtype)
-    key = x if via is None else g.Cast(x, to=onnx_dtype(via))
+    via = kernel_dtype("TopK", dtype)
+    key = x if via == dtype else g.Cast(x, to=onnx_dtype(via))
     if not dtype.startswith("float"):
         return _ascending(g, key, axis)
     nan = g.IsNaN(key)
-    order = _ascending(g, g.Where(nan, constant(g, float("inf"), via or dtype), key), axis)
+    order = _ascending(g, g.Where(nan, constant(g, float("inf"), via), key), axis)
     # Then move the NaNs last: a stable sort on the NaN flag keeps both groups in order.
     flags = g.Cast(g.GatherElements(nan, order, axis=axis), to=ir.DataType.INT32)
     return g.GatherElements(order, _ascending(g, flags, axis), axis=axis)

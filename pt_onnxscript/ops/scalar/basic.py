@@ -34,6 +34,7 @@ from pytensor.graph.traversal import ancestors
 from pt_onnxscript.ops.common import cast_inputs_to_output, where
 from pt_onnxscript.ops.scalar.constants import LN2
 from pt_onnxscript.registry import lookup, register_scalar
+from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.translate import translate_inner_graph
 from pt_onnxscript.types import onnx_dtype
 
@@ -46,13 +47,6 @@ FLOATS = ("float16", "float32", "float64")
 SIGNED = ("int8", "int16", "int32", "int64")
 UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
 
-# ONNX Runtime's CPU kernels missing for some dtypes: the dtype each op computes in instead.
-# Less, Greater, LessOrEqual, GreaterOrEqual: no bool.
-ORDER_DTYPE = {"bool": "uint8"}
-# Max, Min: no int16/uint16.
-EXTREMUM_DTYPE = {"int16": "int32", "uint16": "uint32"}
-# The signed floor division below uses Where: no int16; bools divide as int8 like NumPy.
-SIGNED_DIV_DTYPE = {"bool": "int8", "int16": "int32"}
 
 
 def _dtype(var) -> str:
@@ -97,7 +91,7 @@ def comparison(g, node, x, y):
     else:
         common = ps.upcast(dx, dy)
         if name != "Equal":
-            common = ORDER_DTYPE.get(common, common)
+            common = kernel_dtype(name, common)
         result = getattr(g, name)(_cast(g, x, dx, common), _cast(g, y, dy, common))
     return g.Not(result) if isinstance(node.op, ps.NEQ) else result
 
@@ -126,8 +120,8 @@ def isinf(g, node, x):
     dtype = _dtype(node.inputs[0])
     if dtype not in FLOATS:
         return _never(g, x)
-    # IsInf has a float16 kernel only from opset 20.
-    return g.IsInf(_cast(g, x, dtype, "float32") if dtype == "float16" else x)
+    # IsInf's schema has float16 only from opset 20.
+    return g.IsInf(_cast(g, x, dtype, kernel_dtype("IsInf", dtype)))
 
 
 @register_scalar(ps.Switch)
@@ -176,7 +170,7 @@ def extremum(g, node, x, y):
             return g.Relu(y)
     if out == "bool":
         return g.Or(x, y) if is_max else g.And(x, y)
-    via = EXTREMUM_DTYPE.get(out, out)
+    via = kernel_dtype("Max", out)
     result = (g.Max if is_max else g.Min)(_cast(g, x, out, via), _cast(g, y, out, via))
     return _cast(g, result, via, out)
 
@@ -291,7 +285,9 @@ def int_div(g, node, x, y):
         return g.call_inline(float_floor_divide, x, y)
     if out in UNSIGNED:
         return g.call_inline(unsigned_floor_divide, x, y)
-    return _computed_in(g, signed_floor_divide, x, y, out, SIGNED_DIV_DTYPE.get(out, out))
+    # Bools divide as int8, like NumPy; the division's Where needs a kernel.
+    via = "int8" if out == "bool" else kernel_dtype("Where", out)
+    return _computed_in(g, signed_floor_divide, x, y, out, via)
 
 
 @register_scalar(ps.Mod)
@@ -357,7 +353,7 @@ def clip(g, node, x, low, high):
     """Clip -> Where(x < low, low, Where(x > high, high, x)): low wins when low > high."""
     out = _dtype(node.outputs[0])
     x, low, high = cast_inputs_to_output(g, node, [x, low, high])
-    order = ORDER_DTYPE.get(out, out)
+    order = kernel_dtype("Less", out)
     cx = _cast(g, x, out, order)
     below = g.Less(cx, _cast(g, low, out, order))
     above = g.Greater(cx, _cast(g, high, out, order))
