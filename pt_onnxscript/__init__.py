@@ -10,7 +10,14 @@ from pytensor.compile.mode import (
 from pt_onnxscript import ops, rewrites  # noqa: F401  (registers translations and rewrites)
 from pt_onnxscript.export import ONNXFunction, TensorSpec, export_onnx, onnx_export
 from pt_onnxscript.linker import ONNXLinker, newest_opset, onnx_mode
-from pt_onnxscript.registry import register, register_blockwise, register_function, register_scalar
+from pt_onnxscript.registry import (
+    register,
+    register_blockwise,
+    register_check,
+    register_function,
+    register_scalar,
+)
+from pt_onnxscript.scripted import inline
 from pt_onnxscript.translate import (
     DEFAULT_OPSET,
     TranslationError,
@@ -32,11 +39,13 @@ __all__ = [
     "UnsupportedOpError",
     "__version__",
     "export_onnx",
+    "inline",
     "newest_opset",
     "onnx_export",
     "onnx_mode",
     "register",
     "register_blockwise",
+    "register_check",
     "register_function",
     "register_scalar",
 ]

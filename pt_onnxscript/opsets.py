@@ -2,8 +2,9 @@
 
 Translations are written against opset 18 (``op18`` forms: ReduceSum with axes as an input,
 Split with sizes as an input, ...); operators whose later versions keep those forms run
-unchanged under newer imports. The ceiling is the newest opset that onnxscript, onnx and the
-installed ONNX Runtime all accept.
+unchanged under newer imports. A translation that uses a newer form where the model's opset
+allows it says so with ``at_least(g, version)``, the one place such choices are made. The
+ceiling is the newest opset that onnxscript, onnx and the installed ONNX Runtime all accept.
 """
 
 from functools import cache
@@ -46,6 +47,11 @@ def newest_opset() -> int:
             break
         newest = opset
     return newest
+
+
+def at_least(g, version: int) -> bool:
+    """Whether the model builder `g` is building imports opset `version` or newer."""
+    return g.builder.root.graph.opset_imports[""] >= version
 
 
 def check_opset(opset) -> int:

@@ -9,16 +9,80 @@
 Both are exact replacements; graphs that do not match are translated op by op.
 """
 
+import numpy as np
+import scipy.signal
 from pytensor.compile import optdb
-from pytensor.graph.basic import Constant
+from pytensor.graph.basic import Apply, Constant
+from pytensor.graph.op import Op
 from pytensor.graph.rewriting.basic import node_rewriter
+from pytensor.scalar import upcast
+from pytensor.tensor.basic import as_tensor_variable
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import DimShuffle
 from pytensor.tensor.math import Max, Sum
 from pytensor.tensor.shape import Reshape
 from pytensor.tensor.signal.conv import Convolve2d
+from pytensor.tensor.type import TensorType
 
-from pt_onnxscript.ops.signal import ChannelConv2d, Pool2d
+
+class ChannelConv2d(Op):
+    """(N, Cin, H, W), (Cout, Cin, kh, kw) -> (N, Cout, H', W'): the sum over input channels of
+    2-d true convolutions, "valid" or "full"."""
+
+    __props__ = ("full",)
+
+    def __init__(self, full: bool):
+        self.full = full
+
+    def make_node(self, x, w):
+        x, w = as_tensor_variable(x), as_tensor_variable(w)
+        grow = 1 if self.full else -1
+        spatial = [
+            None if n is None or k is None else n + grow * (k - 1)
+            for n, k in zip(x.type.shape[2:], w.type.shape[2:], strict=True)
+        ]
+        out = TensorType(upcast(x.dtype, w.dtype), shape=(x.type.shape[0], w.type.shape[0], *spatial))
+        return Apply(self, [x, w], [out()])
+
+    def perform(self, node, inputs, outputs):
+        x, w = inputs
+        mode = "full" if self.full else "valid"
+        rows = [
+            [sum(scipy.signal.convolve(xn[c], wo[c], mode=mode) for c in range(x.shape[1])) for wo in w]
+            for xn in x
+        ]
+        outputs[0][0] = np.asarray(rows, dtype=node.outputs[0].type.dtype).reshape(
+            _conv_shape(x.shape, w.shape, self.full)
+        )
+
+
+def _conv_shape(x_shape, w_shape, full: bool):
+    n, _, h, w = x_shape
+    cout, _, kh, kw = w_shape
+    grow = 1 if full else -1
+    return (n, cout, h + grow * (kh - 1), w + grow * (kw - 1))
+
+
+class Pool2d(Op):
+    """(N, C, rows * p, cols * p) -> (N, C, rows, cols): the max over p x p windows."""
+
+    __props__ = ("size", "rows", "cols")
+
+    def __init__(self, size: int, rows: int, cols: int):
+        self.size, self.rows, self.cols = size, rows, cols
+
+    def make_node(self, x):
+        x = as_tensor_variable(x)
+        shape = (*x.type.shape[:2], self.rows, self.cols)
+        return Apply(self, [x], [TensorType(x.dtype, shape=shape)()])
+
+    def perform(self, node, inputs, outputs):
+        (x,) = inputs
+        p = self.size
+        if x.shape[2:] != (self.rows * p, self.cols * p):
+            raise ValueError(f"cannot pool {x.shape} into {self.rows} x {self.cols} windows of {p}")
+        n, c = x.shape[:2]
+        outputs[0][0] = x.reshape(n, c, self.rows, p, self.cols, p).max(axis=(3, 5))
 
 
 def _expanded(var, new_order):

@@ -75,6 +75,7 @@ KERNELS: dict[str, Kernels] = {
     "CumSum": _kernels(_NARROW | {"uint32", "uint64"}, "math/cumsum.cc"),
     "TopK": _kernels({"bool", "uint16", "uint32", "uint64"}, "math/top_k.cc"),
     "Unique": _kernels(_NARROW - {"int8"} | {"int32", "uint32", "uint64"}, "tensor/unique.cc"),
+    # float16 from IsInf-20 on (opsets.at_least chooses it); IsInf-10's schema has none.
     "IsInf": _kernels(_NOT_FLOAT | {"float16"}, "tensor/isinf.cc"),
     "NonZero": _kernels(
         {"int8", "int16", "uint16", "uint32", "uint64", "float64"}, "tensor/nonzero_op.cc"

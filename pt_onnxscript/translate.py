@@ -6,7 +6,6 @@ from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 import onnx_ir as ir
-from onnx_ir.passes.common import InlinePass
 from onnxscript import GraphBuilder
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
@@ -16,14 +15,15 @@ from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
-from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, min_ir_version
 from pt_onnxscript.naming import canonical_loops, names_by_position
+from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, min_ir_version
 from pt_onnxscript.registry import (
     blockwise_translation_for,
     check_for,
     scalar_translation_for,
     translation_for,
 )
+from pt_onnxscript.scripted import inline_functions
 from pt_onnxscript.types import (
     Dim,
     as_ir_tensor,
@@ -32,7 +32,6 @@ from pt_onnxscript.types import (
     onnx_dtype,
     value_shape,
 )
-
 
 try:
     __version__ = version("pt-onnxscript")
@@ -46,6 +45,16 @@ class UnsupportedOpError(NotImplementedError):
 
 class TranslationError(RuntimeError):
     """Raised when a registered translation fails on a node."""
+
+
+class StaticValue:
+    """A node's result that is no ONNX value but what its clients' translations read at
+    export: the bounds of a slice (MakeSlice), the builder of an IfElse branch."""
+
+
+# What the walker binds to a PyTensor variable: an ONNX value, a static value, or None (no
+# value: a variable nothing reads, like a random generator's update).
+Value = ir.Value | StaticValue | None
 
 
 class _Builder(GraphBuilder):
@@ -137,8 +146,11 @@ def constant_value(g, var: Constant) -> ir.Value | None:
     return cache[key]
 
 
-def translate_node(g, node: Apply, inputs: Sequence[ir.Value | None], scalar: bool = False):
-    """Translate one node; returns the list of its output values."""
+def translate_node(g, node: Apply, inputs: Sequence[Value], scalar: bool = False) -> list[Value]:
+    """Translate one node; returns the list of its output values.
+
+    A translation returns its node's one output, or a sequence of its outputs (of any length,
+    one included)."""
     scalar = scalar or isinstance(node.op, ScalarOp)  # a scalar op outside Elemwise, on 0-d
     translation = (scalar_translation_for if scalar else translation_for)(node.op)
     if translation is None:
@@ -149,7 +161,8 @@ def translate_node(g, node: Apply, inputs: Sequence[ir.Value | None], scalar: bo
         raise
     except Exception as err:
         raise TranslationError(f"Translating {node} failed: {err}") from err
-    outputs = [result] if len(node.outputs) == 1 else list(result)
+    single = result is None or isinstance(result, ir.Value | StaticValue)
+    outputs = [result] if single else list(result)
     if len(outputs) != len(node.outputs):
         raise TranslationError(
             f"The translation of {node} returned {len(outputs)} values for "
@@ -178,11 +191,11 @@ _CHECKED_DTYPES = frozenset(
 def translate_graph(
     g,
     nodes: Sequence[Apply],
-    values: dict[Variable, ir.Value | None],
+    values: dict[Variable, Value],
     scalar: bool = False,
     outputs: Sequence[Variable] = (),
     branches: dict | None = None,
-) -> dict[Variable, ir.Value | None]:
+) -> dict[Variable, Value]:
     """Translate `nodes` in order, binding each output in `values` (inputs already bound).
 
     Composite, OpFromGraph and IfElse inner graphs are walked through this same function.
@@ -201,7 +214,7 @@ def translate_graph(
             continue
         if isinstance(node.op, IfElse) and not scalar:
             inputs = [_value(g, values, node.inputs[0])] + [
-                _branch_builder(values, node, b, branches) for b in (0, 1)
+                Branch(values, node, b, branches) for b in (0, 1)
             ]
         else:
             inputs = [_value(g, values, var) for var in node.inputs]
@@ -218,17 +231,20 @@ def _value(g, values, var):
     return values[var] if var in values else constant_value(g, var)
 
 
-def _branch_builder(values, node: Apply, branch: int, branches: dict):
-    """A function building branch `branch` of IfElse `node` into a builder's graph."""
-    n = node.op.n_outs
-    branch_vars = node.inputs[1 + branch * n : 1 + (branch + 1) * n]
+class Branch(StaticValue):
+    """Builds branch `branch` of IfElse `node` into the graph of a builder ``g``: ``build(g)``
+    translates the nodes only that branch needs and returns the branch's values."""
 
-    def build(g):
-        inner = dict(values)
-        translate_graph(g, branches.get(node, ([], []))[branch], inner, branches=branches)
+    def __init__(self, values, node: Apply, branch: int, branches: dict):
+        self.values, self.node, self.branch, self.branches = values, node, branch, branches
+
+    def __call__(self, g) -> list[Value]:
+        n = self.node.op.n_outs
+        branch_vars = self.node.inputs[1 + self.branch * n : 1 + (self.branch + 1) * n]
+        inner = dict(self.values)
+        nodes = self.branches.get(self.node, ([], []))[self.branch]
+        translate_graph(g, nodes, inner, branches=self.branches)
         return [_value(g, inner, var) for var in branch_vars]
-
-    return build
 
 
 def _branch_nodes(nodes: Sequence[Apply], outputs: Sequence[Variable]) -> dict:
@@ -346,7 +362,7 @@ def fgraph_to_model(
     graph = ir.Graph(inputs=[], outputs=[], nodes=[], opset_imports={"": opset}, name=name)
     builder = _Builder(graph)
     g = builder.op
-    values: dict[Variable, ir.Value | None] = {}
+    values: dict[Variable, Value] = {}
     for var, var_name in zip(fgraph.inputs, input_names, strict=True):
         if var in baked:
             tensor = as_ir_tensor(baked[var], var.type.dtype, var_name)
@@ -378,15 +394,7 @@ def fgraph_to_model(
         producer_version=__version__,
         functions=list(builder.functions.values()),
     )
-    if model.functions:
-        # Scripted functions that call other scripted functions leave such calls behind.
-        domains = {function.domain for function in model.functions.values()}
-        for function in model.functions.values():
-            # Written against opset 18, like the functions inlined directly.
-            function.opset_imports[""] = opset
-        InlinePass()(model)
-        for domain in domains:
-            graph.opset_imports.pop(domain, None)
+    inline_functions(model, opset)
     canonical_loops(graph)
     names_by_position(graph)
     return model

@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
-from pt_onnxscript import DEFAULT_OPSET, newest_opset
+from pt_onnxscript.opsets import DEFAULT_OPSET, MIN_OPSET, newest_opset
 
-OPSETS = sorted({DEFAULT_OPSET, newest_opset()})
+# The floor, the default and the newest opset.
+OPSETS = sorted({MIN_OPSET, DEFAULT_OPSET, newest_opset()})
 
 
 @pytest.fixture(params=OPSETS, ids=lambda o: f"opset{o}")

@@ -12,8 +12,8 @@ import argparse
 import json
 import tempfile
 import threading
-import warnings
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 

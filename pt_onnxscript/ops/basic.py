@@ -4,9 +4,9 @@ import numpy as np
 import onnx_ir as ir
 from pytensor.graph.basic import Constant
 from pytensor.tensor.basic import (
-    ARange,
     Alloc,
     AllocEmpty,
+    ARange,
     ExtractDiag,
     Eye,
     Join,
@@ -100,7 +100,7 @@ def split(g, node, x, axis, splits):
     ]
     x = raise_if(g, failed, x, ValueError, f"{node.op}: the split sizes are negative or do not add up to the length of axis {at}")
     outputs = g.Split(x, sizes, axis=at, _outputs=len(node.outputs))
-    return outputs if len(node.outputs) > 1 else [outputs]
+    return outputs
 
 
 @register(ARange)
@@ -143,7 +143,7 @@ def nonzero(g, node, x):
     dtype = node.inputs[0].type.dtype
     coords = g.NonZero(x if dtype == "bool" else g.Not(g.Equal(x, constant(g, 0, dtype))))
     rows = [g.Gather(coords, constant(g, i, "int64"), axis=0) for i in range(len(node.outputs))]
-    return rows if len(rows) > 1 else rows[0]
+    return rows
 
 
 @register(ExtractDiag)

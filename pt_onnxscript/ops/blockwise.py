@@ -56,7 +56,7 @@ def loop_over_batch(g, node, inputs):
             axis=0,
         ) if sig else constant(g, [], "int64")
         results.append(g.Reshape(value, g.Concat(batch_shape, core_shape, axis=0), allowzero=1))
-    return results[0] if len(results) == 1 else results
+    return results
 
 
 def _core_dim(g, node, inputs, batch_ndim, var, value, axis, name):

@@ -5,6 +5,7 @@ import onnx_ir as ir
 from pytensor.tensor import constant as tensor_constant
 
 from pt_onnxscript.runtime_gaps import kernel_dtype
+from pt_onnxscript.scripted import inline
 from pt_onnxscript.translate import constant_value
 from pt_onnxscript.types import onnx_dtype
 
@@ -139,12 +140,6 @@ def check_runtime_broadcast(g, variables, values, ndim: int):
     return [g.Expand(v, guard) for v in values]
 
 
-def inline(g, function, *args):
-    """Inline scripted `function`; the scripted functions it calls are inlined with the model."""
-    _register_callees(g.builder.functions, function)
-    return g.call_inline(function, *args)
-
-
 def inline_in_float64(g, node, function, *inputs, variables=None):
     """Inline scripted float64 `function` on `inputs` (the ONNX values of `variables`, by
     default the node's inputs) cast to float64, its result rounded once to the node's output
@@ -157,17 +152,6 @@ def inline_in_float64(g, node, function, *inputs, variables=None):
     result = inline(g, function, *args)
     out = node.outputs[0].type.dtype
     return result if out == "float64" else g.Cast(result, to=onnx_dtype(out))
-
-
-def _register_callees(functions, function):
-    for node in ir.traversal.RecursiveGraphIterator(function.graph()):
-        callee = function.function.__globals__.get(node.op_type)
-        if node.domain == function.function_ir.domain and callee is not None:
-            # A copy: inlining rewrites the model's functions in place.
-            functions[callee.function_ir.identifier()] = ir.serde.deserialize_function(
-                ir.serde.serialize_function(callee.function_ir)
-            )
-            _register_callees(functions, callee)
 
 
 def subgraph(g, kind: str, build, inputs=(), outputs=()) -> ir.Graph:

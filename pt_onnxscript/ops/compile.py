@@ -18,4 +18,4 @@ def op_from_graph(g, node, *inputs):
     """OpFromGraph -> a copy of its inner graph, given mode "ONNX"'s rewrites, inlined."""
     fgraph = rewritten_copy(node.op.fgraph)
     outputs = translate_inner_graph(g, fgraph.inputs, fgraph.outputs, fgraph.toposort(), inputs)
-    return outputs[0] if len(outputs) == 1 else outputs
+    return outputs

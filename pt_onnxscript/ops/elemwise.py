@@ -13,7 +13,7 @@ def elemwise(g, node, *inputs):
     PyTensor refuses to broadcast a dim of length 1 that was not declared broadcastable."""
     inputs = check_runtime_broadcast(g, node.inputs, inputs, node.outputs[0].type.ndim)
     outputs = translate_node(g, scalar_node(node), inputs, scalar=True)
-    return outputs[0] if len(outputs) == 1 else outputs
+    return outputs
 
 
 @register(DimShuffle)

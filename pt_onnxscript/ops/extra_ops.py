@@ -17,6 +17,7 @@ from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.translate import TranslationError
 from pt_onnxscript.types import onnx_dtype
 
+
 def _flatten(g, x):
     return g.Reshape(x, constant(g, [-1], "int64"))
 
@@ -177,4 +178,4 @@ def unique(g, node, x):
     wanted += [first] if op.return_index else []
     wanted += [inverse] if op.return_inverse else []
     wanted += [counts] if op.return_counts else []
-    return wanted if len(wanted) > 1 else values
+    return wanted

@@ -111,7 +111,7 @@ def scan(g, node, n_steps, *outer):
     for size, rows, var in zip(sizes, stacked, op.outer_nitsot_outs(node.outputs), strict=True):
         outputs.append(_settle_stacked(g, rows, _scalar(g, size), done, steps, var))
     outputs.extend(final_untraced)
-    return outputs if len(outputs) > 1 else outputs[0]
+    return outputs
 
 
 def _settle(g, buffer, done, steps, start: int):

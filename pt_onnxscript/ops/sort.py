@@ -9,6 +9,7 @@ from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.types import onnx_dtype
 
+
 @register_check(SortOp, ArgSortOp)
 def constant_sort_axis(node):
     if not isinstance(node.inputs[1], Constant):

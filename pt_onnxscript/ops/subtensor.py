@@ -26,7 +26,7 @@ from pytensor.tensor.type_other import MakeSlice, NoneTypeT, SliceType
 
 from pt_onnxscript.ops.common import constant, loop
 from pt_onnxscript.registry import register, register_check
-from pt_onnxscript.translate import TranslationError
+from pt_onnxscript.translate import StaticValue, TranslationError
 from pt_onnxscript.types import onnx_dtype
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -52,7 +52,7 @@ class Bound:
 
 
 @dataclass(frozen=True)
-class Slice:
+class Slice(StaticValue):
     start: Bound | None
     stop: Bound | None
     step: Bound | None

@@ -33,8 +33,10 @@ from pytensor.graph.traversal import ancestors
 
 from pt_onnxscript.ops.common import cast_inputs_to_output, where
 from pt_onnxscript.ops.scalar.constants import LN2
+from pt_onnxscript.opsets import at_least
 from pt_onnxscript.registry import lookup, register_scalar
 from pt_onnxscript.runtime_gaps import kernel_dtype
+from pt_onnxscript.scripted import inline
 from pt_onnxscript.translate import translate_inner_graph
 from pt_onnxscript.types import onnx_dtype
 
@@ -120,8 +122,9 @@ def isinf(g, node, x):
     dtype = _dtype(node.inputs[0])
     if dtype not in FLOATS:
         return _never(g, x)
-    # IsInf's schema has float16 only from opset 20.
-    return g.IsInf(_cast(g, x, dtype, kernel_dtype("IsInf", dtype)))
+    # IsInf's schema has float16 from opset 20 (IsInf-20); IsInf-10 has not.
+    via = dtype if at_least(g, 20) else kernel_dtype("IsInf", dtype)
+    return g.IsInf(_cast(g, x, dtype, via))
 
 
 @register_scalar(ps.Switch)
@@ -272,7 +275,7 @@ def int_remainder(n: TInt, d: TInt) -> TInt:
 
 def _computed_in(g, function, x, y, dtype: str, via: str):
     """`function`(x, y) for values of PyTensor dtype `dtype`, computed in dtype `via`."""
-    result = g.call_inline(function, _cast(g, x, dtype, via), _cast(g, y, dtype, via))
+    result = inline(g, function, _cast(g, x, dtype, via), _cast(g, y, dtype, via))
     return _cast(g, result, via, dtype)
 
 
@@ -282,9 +285,9 @@ def int_div(g, node, x, y):
     out = _dtype(node.outputs[0])
     x, y = cast_inputs_to_output(g, node, [x, y])
     if out in FLOATS:
-        return g.call_inline(float_floor_divide, x, y)
+        return inline(g, float_floor_divide, x, y)
     if out in UNSIGNED:
-        return g.call_inline(unsigned_floor_divide, x, y)
+        return inline(g, unsigned_floor_divide, x, y)
     # Bools divide as int8, like NumPy; the division's Where needs a kernel.
     via = "int8" if out == "bool" else kernel_dtype("Where", out)
     return _computed_in(g, signed_floor_divide, x, y, out, via)
@@ -296,7 +299,7 @@ def mod(g, node, x, y):
     out = _dtype(node.outputs[0])
     x, y = cast_inputs_to_output(g, node, [x, y])
     if out in FLOATS:
-        return g.call_inline(float_remainder, x, y)
+        return inline(g, float_remainder, x, y)
     # Bools divide as int8, like NumPy.
     return _computed_in(g, int_remainder, x, y, out, "int8" if out == "bool" else out)
 
@@ -338,12 +341,12 @@ def pow_(g, node, x, e):
     if out in FLOATS:
         return g.Pow(x, e)
     if out in UNSIGNED:
-        return g.call_inline(power_by_squaring, x, e)
+        return inline(g, power_by_squaring, x, e)
     zero, one = _const(g, 0, out), _const(g, 1, out)
     negative = g.Less(e, zero)
     # The parity of a negative exponent decides the sign of (-1) ** e.
     exponent = where(g, negative, g.BitwiseAnd(e, one), e, out)
-    power = g.call_inline(power_by_squaring, x, exponent)
+    power = inline(g, power_by_squaring, x, exponent)
     unit = g.Or(g.Equal(x, one), g.Equal(x, _const(g, -1, out)))
     return where(g, g.And(negative, g.Not(unit)), zero, power, out)
 
@@ -403,7 +406,7 @@ def cast(g, node, x):
     if src == dst:
         return g.Identity(x)
     if (src, dst) == ("float64", "float16"):
-        return g.call_inline(float64_to_float16, x)
+        return inline(g, float64_to_float16, x)
     return g.Cast(x, to=onnx_dtype(dst))
 
 
@@ -477,13 +480,13 @@ def round_half_away_from_zero(x: TFloat) -> TFloat:
 @register_scalar(ps.Trunc)
 def trunc(g, node, x):
     """Trunc -> Where(x > 0, Floor(x), Ceil(x))."""
-    return g.call_inline(trunc_, *cast_inputs_to_output(g, node, [x]))
+    return inline(g, trunc_, *cast_inputs_to_output(g, node, [x]))
 
 
 @register_scalar(ps.RoundHalfAwayFromZero)
 def round_half_away(g, node, x):
     """RoundHalfAwayFromZero -> Where(x > 0, Floor(x + 0.5), Ceil(x - 0.5))."""
-    return g.call_inline(round_half_away_from_zero, x)
+    return inline(g, round_half_away_from_zero, x)
 
 
 _SCALED = {
@@ -529,4 +532,4 @@ def composite(g, node, *inputs):
         for inner, value in zip(fgraph.inputs, inputs, strict=True):
             if inner not in used:
                 outputs[i] = g.Expand(outputs[i], g.Shape(value))
-    return outputs[0] if len(outputs) == 1 else outputs
+    return outputs

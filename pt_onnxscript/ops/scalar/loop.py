@@ -55,4 +55,4 @@ def scalar_loop(g, node, n_steps, *inputs):
     started = _any(g, g.Greater(steps, constant(g, 0, "int64")))
     results = loop(g, None, [*carried, done], step, "scalar_loop", condition=started)
     outputs = results[:n_update] + ([results[-1]] if op.is_while else [])
-    return outputs if len(outputs) > 1 else outputs[0]
+    return outputs

@@ -23,9 +23,10 @@ import pytensor.scalar.math as psm
 from onnxscript import DOUBLE, FLOAT, script
 from onnxscript import opset18 as op18
 
-from pt_onnxscript.ops.common import constant, inline
+from pt_onnxscript.ops.common import constant
 from pt_onnxscript.ops.scalar.constants import LN2, MAXLOG, NAN, PI
 from pt_onnxscript.registry import lookup, register_scalar
+from pt_onnxscript.scripted import inline
 from pt_onnxscript.types import onnx_dtype
 
 TFloat = TypeVar("TFloat", bound=Union[FLOAT, DOUBLE])
@@ -609,7 +610,7 @@ def transcendental(g, node, x):
 def arctan2_(g, node, y, x):
     """ArcTan2 -> the scripted atan2."""
     (y, x), dtype = _computed_inputs(g, node, [y, x])
-    return _as_output(g, node, g.call_inline(arctan2, y, x), dtype)
+    return _as_output(g, node, inline(g, arctan2, y, x), dtype)
 
 
 _ARC = {ps.ArcSin: "Asin", ps.ArcCos: "Acos", ps.ArcTan: "Atan"}
@@ -624,9 +625,9 @@ def arc(g, node, x):
         return _as_output(g, node, getattr(g, lookup(_ARC, node.op))(x), dtype)
     one = constant(g, 1.0, dtype)
     if isinstance(node.op, ps.ArcTan):
-        return g.call_inline(arctan2, x, one)
+        return inline(g, arctan2, x, one)
     # (1 - x)(1 + x) rather than 1 - x*x: 1 - x is exact near 1, where asin and acos are steep.
     root = g.Sqrt(g.Mul(g.Sub(one, x), g.Add(one, x)))
     if isinstance(node.op, ps.ArcSin):
-        return g.call_inline(arctan2, x, root)
-    return g.call_inline(arctan2, root, x)
+        return inline(g, arctan2, x, root)
+    return inline(g, arctan2, root, x)

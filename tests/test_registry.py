@@ -1,0 +1,93 @@
+"""Adding translations the way the README says: register, inline scripted functions (scripts
+calling scripts included), return one output or a list."""
+
+import re
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from onnxscript import DOUBLE, script
+from onnxscript import opset18 as op18
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+
+from pt_onnxscript import export_onnx, register
+from pt_onnxscript.testing import compare_onnx_and_py
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _readme_example() -> str:
+    section = README.read_text().split("## Adding a translation", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    return code
+
+
+def test_the_readmes_translation_example_runs_as_written(capsys, tmp_path):
+    # A file, as a user's module: onnxscript reads a scripted function's source.
+    path = tmp_path / "readme_example.py"
+    path.write_text(_readme_example())
+    namespace = runpy.run_path(str(path))
+    printed = capsys.readouterr().out
+    expected = np.log(np.cosh(np.array([-800.0, 0.0, 2.0]), dtype=np.longdouble)).astype(float)
+    assert np.allclose(np.array(printed.strip(" []\n").split(), dtype=float), expected)
+    x = pt.vector("x", dtype="float64")
+    values = np.array([-800.0, -3.0, -1e-9, 0.0, 0.5, 2.0, 30.0, 710.0])
+    out = namespace["LogCosh"]()(x)
+    compare_onnx_and_py([x], out, [values], rtol=1e-13)
+    model = export_onnx(([x], out), None)
+    domains = {node.domain for node in model.graph.node}
+    assert domains <= {""}, "the nested scripted function is inlined"
+
+
+@script()
+def _inner(x: DOUBLE[...]) -> DOUBLE[...]:
+    return op18.Mul(x, x)
+
+
+@script()
+def _outer(x: DOUBLE[...]) -> DOUBLE[...]:
+    return op18.Add(_inner(x), x)
+
+
+class _Square(Op):
+    __props__ = ()
+
+    def make_node(self, x):
+        x = pt.as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = inputs[0] ** 2 + inputs[0]
+
+
+class _SquareAsList(_Square):
+    pass
+
+
+@register(_Square)
+def _square_through_call_inline(g, node, x):
+    return g.call_inline(_outer, x)  # onnxscript's own: leaves the nested call behind
+
+
+@register(_SquareAsList)
+def _square_as_a_list(g, node, x):
+    from pt_onnxscript import inline
+
+    return [inline(g, _outer, x)]  # one output, returned as a list
+
+
+def test_a_nested_call_left_behind_is_an_error_that_names_the_way_out():
+    x = pt.vector("x", dtype="float64")
+    with pytest.raises(ValueError, match=r"pt_onnxscript\.inline\(g, fn, \*args\)"):
+        export_onnx(([x], _Square()(x)), None)
+
+
+def test_a_single_output_may_be_returned_in_a_list():
+    x = pt.vector("x", dtype="float64")
+    compare_onnx_and_py([x], _SquareAsList()(x), [np.array([-2.0, 0.0, 3.0])])
+    fn = pytensor.function([x], _SquareAsList()(x), mode="ONNX")
+    assert fn(np.array([2.0])).tolist() == [6.0]
