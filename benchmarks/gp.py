@@ -41,7 +41,9 @@ def main():
         args = [np.sort(rng.uniform(0, 10, n)), rng.normal(size=n), np.array(1.3)]
         np.testing.assert_allclose(onnx(*args), default(*args), rtol=1e-9)
         t_default, t_onnx = per_call(default, args), per_call(onnx, args)
-        print(f"{n:>5} {t_default * 1e3:>12.2f}ms {t_onnx * 1e3:>10.2f}ms {t_onnx / t_default:>15.2f}")
+        print(
+            f"{n:>5} {t_default * 1e3:>12.2f}ms {t_onnx * 1e3:>10.2f}ms {t_onnx / t_default:>15.2f}"
+        )
 
 
 if __name__ == "__main__":

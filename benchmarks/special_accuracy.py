@@ -36,7 +36,12 @@ FUNCTIONS = [
     ("expm1", pt.expm1, np.expm1, (-40, 700)),
     ("sigmoid", pt.sigmoid, sp.expit, (-700, 700)),
     ("softplus", pt.softplus, lambda x: np.logaddexp(0, x), (-700, 700)),
-    ("log1mexp", pt.log1mexp, lambda x: np.where(x < np.log(0.5), np.log1p(-np.exp(x)), np.log(-np.expm1(x))), (-700, -1e-10)),
+    (
+        "log1mexp",
+        pt.log1mexp,
+        lambda x: np.where(x < np.log(0.5), np.log1p(-np.exp(x)), np.log(-np.expm1(x))),
+        (-700, -1e-10),
+    ),
     ("sin", pt.sin, np.sin, (-1e5, 1e5)),
     ("cos", pt.cos, np.cos, (-1e5, 1e5)),
     ("tan", pt.tan, np.tan, (-10, 10)),
@@ -75,7 +80,9 @@ def draw(low, high, log, n=20000):
 def max_relative_error(got, expected, dtype):
     same = (got == expected) | (np.isnan(got) & np.isnan(expected))
     with np.errstate(all="ignore"):
-        err = np.abs(got.astype("float64") - expected) / np.maximum(np.abs(expected), np.finfo(dtype).tiny)
+        err = np.abs(got.astype("float64") - expected) / np.maximum(
+            np.abs(expected), np.finfo(dtype).tiny
+        )
     return float(np.nanmax(np.where(same, 0.0, err)))
 
 

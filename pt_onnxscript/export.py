@@ -127,7 +127,9 @@ def _check(run_checker, dims) -> None:
         ) from err
 
 
-def save_model(model: ir.Model, path, *, external_data: bool | None = None, dims=None) -> onnx.ModelProto:
+def save_model(
+    model: ir.Model, path, *, external_data: bool | None = None, dims=None
+) -> onnx.ModelProto:
     """Check `model` and write it to `path`; its tensors go to ``<file name>.data`` beside it
     when `external_data` is true, or, by default, when they would not fit one file (2 GB).
     Returns the ModelProto (without the external tensors' bytes)."""
@@ -165,7 +167,11 @@ def export_onnx(
     """
     check_opset(opset)
     model = function_to_model(
-        as_function(source, "export_onnx"), opset=opset, dims=dims, shared=shared, output_names=output_names
+        as_function(source, "export_onnx"),
+        opset=opset,
+        dims=dims,
+        shared=shared,
+        output_names=output_names,
     )
     if path is None:
         if external_data:
@@ -185,8 +191,10 @@ def _symbolic_input(name: str, spec) -> tuple[Variable, tuple[Dim, ...]]:
                 f"dim, such as ({shape!r},) for one dim, not {shape!r}"
             )
         for dim in shape:
-            if isinstance(dim, bool) or not (dim is None or isinstance(dim, int | str)) or (
-                isinstance(dim, int) and dim < 0
+            if (
+                isinstance(dim, bool)
+                or not (dim is None or isinstance(dim, int | str))
+                or (isinstance(dim, int) and dim < 0)
             ):
                 raise ValueError(
                     f"Each dim of input {name!r} must be a size >= 0, a name or None; "
@@ -298,7 +306,11 @@ def _converted(array: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
     with np.errstate(all="ignore"):
         converted = array.astype(dtype)
         if dtype.kind == "f":
-            lossless = np.isinf(converted) == np.isinf(array) if array.dtype.kind == "f" else np.isfinite(converted)
+            lossless = (
+                np.isinf(converted) == np.isinf(array)
+                if array.dtype.kind == "f"
+                else np.isfinite(converted)
+            )
         else:
             lossless = converted.astype(array.dtype) == array
     if not np.all(lossless):
@@ -310,8 +322,15 @@ def _converted(array: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
     return converted
 
 
-def onnx_export(fn: Callable | None = None, /, *, opset: int = DEFAULT_OPSET, shared: str = "bake",
-                output_names: Sequence[str] | None = None, **input_specs):
+def onnx_export(
+    fn: Callable | None = None,
+    /,
+    *,
+    opset: int = DEFAULT_OPSET,
+    shared: str = "bake",
+    output_names: Sequence[str] | None = None,
+    **input_specs,
+):
     """Decorate a function that builds a PyTensor graph from symbolic inputs.
 
     Give one spec per parameter, as a PyTensor variable (``pt.matrix(dtype="float32",

@@ -124,4 +124,6 @@ def onnx_rewrites() -> RewriteDatabaseQuery:
 
 def onnx_mode(opset: int = DEFAULT_OPSET) -> Mode:
     """Mode "ONNX" for a given opset."""
-    return Mode(linker=ONNXLinker(opset=opset), optimizer=RewriteDatabaseQuery(include=["fast_run"]))
+    return Mode(
+        linker=ONNXLinker(opset=opset), optimizer=RewriteDatabaseQuery(include=["fast_run"])
+    )

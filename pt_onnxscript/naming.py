@@ -38,7 +38,9 @@ def canonical_loops(graph: ir.Graph) -> None:
         outputs = list(node.outputs)
         owner_outputs = node.graph.outputs
         uses = {i: list(outputs[i].uses()) for i in range(count)}
-        places = {i: [p for p, v in enumerate(owner_outputs) if v is outputs[i]] for i in range(count)}
+        places = {
+            i: [p for p, v in enumerate(owner_outputs) if v is outputs[i]] for i in range(count)
+        }
         meta = {i: (outputs[i].name, outputs[i].type, outputs[i].shape) for i in range(count)}
         for i in range(count):
             outputs[i].name = f"__canonical_{i}"

@@ -79,5 +79,8 @@ def read_layout(model: onnx.ModelProto) -> list[Slot]:
     """The point layout stored in a model written by `export_logp`."""
     for entry in model.metadata_props:
         if entry.key == "pt_onnxscript.layout":
-            return [Slot(d["name"], tuple(d["shape"]), d["start"], d["stop"]) for d in json.loads(entry.value)]
+            return [
+                Slot(d["name"], tuple(d["shape"]), d["start"], d["stop"])
+                for d in json.loads(entry.value)
+            ]
     raise ValueError("the model has no point layout: it was not written by export_logp")

@@ -41,14 +41,19 @@ class ChannelConv2d(Op):
             None if n is None or k is None else n + grow * (k - 1)
             for n, k in zip(x.type.shape[2:], w.type.shape[2:], strict=True)
         ]
-        out = TensorType(upcast(x.dtype, w.dtype), shape=(x.type.shape[0], w.type.shape[0], *spatial))
+        out = TensorType(
+            upcast(x.dtype, w.dtype), shape=(x.type.shape[0], w.type.shape[0], *spatial)
+        )
         return Apply(self, [x, w], [out()])
 
     def perform(self, node, inputs, outputs):
         x, w = inputs
         mode = "full" if self.full else "valid"
         rows = [
-            [sum(scipy.signal.convolve(xn[c], wo[c], mode=mode) for c in range(x.shape[1])) for wo in w]
+            [
+                sum(scipy.signal.convolve(xn[c], wo[c], mode=mode) for c in range(x.shape[1]))
+                for wo in w
+            ]
             for xn in x
         ]
         outputs[0][0] = np.asarray(rows, dtype=node.outputs[0].type.dtype).reshape(
@@ -88,7 +93,11 @@ class Pool2d(Op):
 def _expanded(var, new_order):
     """The 4-d tensor that `var` expands with `new_order`, if it does."""
     node = var.owner
-    if node is not None and isinstance(node.op, DimShuffle) and tuple(node.op.new_order) == new_order:
+    if (
+        node is not None
+        and isinstance(node.op, DimShuffle)
+        and tuple(node.op.new_order) == new_order
+    ):
         return node.inputs[0]
     return None
 
@@ -102,7 +111,9 @@ def channel_convolution(fgraph, node):
     elif tuple(node.op.new_order) != (0, 1, 3, 4):
         return None
     conv = node.inputs[0].owner
-    if conv is None or not (isinstance(conv.op, Blockwise) and isinstance(conv.op.core_op, Convolve2d)):
+    if conv is None or not (
+        isinstance(conv.op, Blockwise) and isinstance(conv.op.core_op, Convolve2d)
+    ):
         return None
     x = _expanded(conv.inputs[0], (0, "x", 1, 2, 3))
     w = _expanded(conv.inputs[1], ("x", 0, 1, 2, 3))
@@ -118,11 +129,21 @@ def channel_convolution(fgraph, node):
 @node_rewriter([Max])
 def max_pooling(fgraph, node):
     reshape = node.inputs[0].owner
-    if tuple(node.op.axis or ()) != (3, 5) or reshape is None or not isinstance(reshape.op, Reshape):
+    if (
+        tuple(node.op.axis or ()) != (3, 5)
+        or reshape is None
+        or not isinstance(reshape.op, Reshape)
+    ):
         return None
     x = reshape.inputs[0]
     _, c, rows, p, cols, q = reshape.outputs[0].type.shape
-    if x.type.ndim != 4 or None in (rows, p, cols) or p != q or c is None or x.type.shape[1] not in (c, None):
+    if (
+        x.type.ndim != 4
+        or None in (rows, p, cols)
+        or p != q
+        or c is None
+        or x.type.shape[1] not in (c, None)
+    ):
         return None
     return [Pool2d(p, rows, cols)(x)]
 

@@ -67,10 +67,18 @@ KERNELS: dict[str, Kernels] = {
     "Min": _kernels({"bool", "int16", "uint16"}, "math/element_wise_ops.cc"),
     "ReduceSum": _kernels(_NARROW | {"uint32", "uint64"}, "reduction/reduction_ops.cc"),
     "ReduceProd": _kernels(_NARROW | {"uint32", "uint64"}, "reduction/reduction_ops.cc"),
-    "ReduceMax": _kernels({"bool", "int16", "uint16", "uint32", "uint64"}, "reduction/reduction_ops.cc"),
-    "ReduceMin": _kernels({"bool", "int16", "uint16", "uint32", "uint64"}, "reduction/reduction_ops.cc"),
-    "ArgMax": _kernels({"bool", "int16", "uint16", "uint32", "uint64"}, "reduction/reduction_ops.cc"),
-    "ArgMin": _kernels({"bool", "int16", "uint16", "uint32", "uint64"}, "reduction/reduction_ops.cc"),
+    "ReduceMax": _kernels(
+        {"bool", "int16", "uint16", "uint32", "uint64"}, "reduction/reduction_ops.cc"
+    ),
+    "ReduceMin": _kernels(
+        {"bool", "int16", "uint16", "uint32", "uint64"}, "reduction/reduction_ops.cc"
+    ),
+    "ArgMax": _kernels(
+        {"bool", "int16", "uint16", "uint32", "uint64"}, "reduction/reduction_ops.cc"
+    ),
+    "ArgMin": _kernels(
+        {"bool", "int16", "uint16", "uint32", "uint64"}, "reduction/reduction_ops.cc"
+    ),
     "MatMul": _kernels(_NARROW, "math/matmul.cc"),
     "CumSum": _kernels(_NARROW | {"uint32", "uint64"}, "math/cumsum.cc"),
     "TopK": _kernels({"bool", "uint16", "uint32", "uint64"}, "math/top_k.cc"),
@@ -116,9 +124,11 @@ def _wider(dtype: str, keep: str) -> list[str]:
         candidates = [d for d in DTYPES if d != dtype and _holds(d, dtype)]
     elif keep == "bits":
         width = np.dtype(dtype).itemsize
-        candidates = [
-            d for d in _INTEGERS if d != dtype and np.dtype(d).itemsize >= width
-        ] if dtype in _INTEGERS | {"bool"} else [d for d in DTYPES if d != dtype and _holds(d, dtype)]
+        candidates = (
+            [d for d in _INTEGERS if d != dtype and np.dtype(d).itemsize >= width]
+            if dtype in _INTEGERS | {"bool"}
+            else [d for d in DTYPES if d != dtype and _holds(d, dtype)]
+        )
     else:
         raise ValueError(f'keep must be "values" or "bits", not {keep!r}')
     unsigned = dtype in _UNSIGNED or dtype == "bool"

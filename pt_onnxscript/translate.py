@@ -111,8 +111,7 @@ def check_supported(nodes: Sequence[Apply], scalar: bool = False) -> None:
     for name, node in missing:
         examples.setdefault(name, node)
     lines = [
-        f"  - {name} ({counts[name]} node{'s' if counts[name] > 1 else ''}), "
-        f"e.g. {examples[name]}"
+        f"  - {name} ({counts[name]} node{'s' if counts[name] > 1 else ''}), e.g. {examples[name]}"
         for name in counts
     ]
     raise UnsupportedOpError(

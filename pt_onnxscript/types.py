@@ -101,9 +101,7 @@ def value_shape(var: Variable, dims: Sequence[Dim] | None, name: str) -> list[Di
         elif given is None:
             shape.append(f"{name}_dim{i}")
         elif isinstance(given, bool) or not isinstance(given, int | str):
-            raise TypeError(
-                f"dim {i} of {name!r} must be an int, a name or None, not {given!r}"
-            )
+            raise TypeError(f"dim {i} of {name!r} must be an int, a name or None, not {given!r}")
         else:
             shape.append(given)
     return shape

@@ -11,7 +11,11 @@ from pt_onnxscript.testing import compare_onnx_and_py
 def test_alloc(dtype, opset):
     v = pt.vector("v", dtype=dtype)
     n = pt.scalar("n", dtype="int64")
-    outputs = [pt.alloc(v, n, v.shape[0]), pt.alloc(pt.constant(1, dtype=dtype), n), pt.zeros((n, 2), dtype=dtype)]
+    outputs = [
+        pt.alloc(v, n, v.shape[0]),
+        pt.alloc(pt.constant(1, dtype=dtype), n),
+        pt.zeros((n, 2), dtype=dtype),
+    ]
     compare_onnx_and_py([v, n], outputs, [np.ones(3, dtype=dtype), np.array(2)], opset=opset)
     compare_onnx_and_py([v, n], outputs, [np.ones(0, dtype=dtype), np.array(0)], opset=opset)
 
@@ -41,8 +45,16 @@ def test_alloc_empty_has_the_right_shape_and_dtype():
 def test_join_stack_concatenate(dtype, rng):
     x = pt.matrix("x", dtype=dtype)
     y = pt.matrix("y", dtype="int32" if dtype != "bool" else "bool")
-    outs = [pt.concatenate([x, y], axis=0), pt.concatenate([x, y, x], axis=-1), pt.stack([x, x], axis=1), pt.join(0, x)]
-    values = [(rng.normal(size=(2, 3)) * 5).astype(dtype), (rng.normal(size=(2, 3)) * 5).astype(y.dtype)]
+    outs = [
+        pt.concatenate([x, y], axis=0),
+        pt.concatenate([x, y, x], axis=-1),
+        pt.stack([x, x], axis=1),
+        pt.join(0, x),
+    ]
+    values = [
+        (rng.normal(size=(2, 3)) * 5).astype(dtype),
+        (rng.normal(size=(2, 3)) * 5).astype(y.dtype),
+    ]
     compare_onnx_and_py([x, y], outs, values)
     compare_onnx_and_py([x, y], outs[:2], [np.zeros((0, 3), dtype), np.zeros((0, 3), y.dtype)])
 
@@ -62,7 +74,15 @@ def test_split_sizes_must_add_up():
         fn(np.ones(5), np.array([2, 2]))
 
 
-ARANGES = [(0, 5, 1), (5, 0, -2), (3, 3, 1), (-4, 7, 3), (0.1, 2.3, 0.2), (1.0, -1.0, -0.3), (0, 1e-3, 1e-4)]
+ARANGES = [
+    (0, 5, 1),
+    (5, 0, -2),
+    (3, 3, 1),
+    (-4, 7, 3),
+    (0.1, 2.3, 0.2),
+    (1.0, -1.0, -0.3),
+    (0, 1e-3, 1e-4),
+]
 
 
 @pytest.mark.parametrize("start, stop, step", ARANGES)
@@ -88,7 +108,13 @@ def test_arange_of_a_symbolic_size(rng):
 def test_eye_tri_tril_triu(dtype, rng):
     n, m, k = pt.lscalar("n"), pt.lscalar("m"), pt.lscalar("k")
     x = pt.matrix("x")
-    outs = [pt.eye(n, m, k, dtype=dtype), pt.eye(3, dtype=dtype), pt.tri(n, m, k, dtype=dtype), pt.tril(x, k), pt.triu(x, -1)]
+    outs = [
+        pt.eye(n, m, k, dtype=dtype),
+        pt.eye(3, dtype=dtype),
+        pt.tri(n, m, k, dtype=dtype),
+        pt.tril(x, k),
+        pt.triu(x, -1),
+    ]
     for sizes in [(3, 4, 1), (4, 2, -1), (0, 3, 0)]:
         compare_onnx_and_py([n, m, k, x], outs, [*map(np.array, sizes), rng.normal(size=(3, 4))])
 
@@ -97,8 +123,13 @@ def test_diagonals(rng):
     x = pt.tensor3("x")
     v = pt.vector("v")
     outs = [
-        pt.diagonal(x, 0, 1, 2), pt.diagonal(x, 1, 0, 2), pt.diagonal(x, -2, 2, 0), pt.diagonal(x, 5, 1, 2),
-        pt.diag(v), pt.diag(x[0]), pt.diag(v, k=-1),
+        pt.diagonal(x, 0, 1, 2),
+        pt.diagonal(x, 1, 0, 2),
+        pt.diagonal(x, -2, 2, 0),
+        pt.diagonal(x, 5, 1, 2),
+        pt.diag(v),
+        pt.diag(x[0]),
+        pt.diag(v, k=-1),
     ]
     compare_onnx_and_py([x, v], outs, [rng.normal(size=(3, 4, 5)), rng.normal(size=3)])
 
@@ -114,9 +145,20 @@ def test_shape_idioms(rng):
     x = pt.tensor3("x", shape=(None, 1, 3))
     y = pt.matrix("y")
     outs = [
-        pt.flatten(x), pt.flatten(x, 2), pt.squeeze(x), pt.expand_dims(y, (0, 2)), pt.broadcast_to(y, (2, *y.shape)),
-        pt.flip(x), pt.flip(y, 1), pt.tile(y, (2, 3)), pt.tile(y, 2), y.T, x.transpose(2, 0, 1), pt.moveaxis(x, 0, -1),
-        pt.roll(y, 2, axis=1), pt.swapaxes(x, 0, 2),
+        pt.flatten(x),
+        pt.flatten(x, 2),
+        pt.squeeze(x),
+        pt.expand_dims(y, (0, 2)),
+        pt.broadcast_to(y, (2, *y.shape)),
+        pt.flip(x),
+        pt.flip(y, 1),
+        pt.tile(y, (2, 3)),
+        pt.tile(y, 2),
+        y.T,
+        x.transpose(2, 0, 1),
+        pt.moveaxis(x, 0, -1),
+        pt.roll(y, 2, axis=1),
+        pt.swapaxes(x, 0, 2),
     ]
     compare_onnx_and_py([x, y], outs, [rng.normal(size=(2, 1, 3)), rng.normal(size=(2, 3))])
 

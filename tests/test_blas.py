@@ -2,7 +2,14 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
-from pytensor.tensor.blas import _dot22, _dot22scalar, batched_dot, gemm_no_inplace, gemv_no_inplace, ger
+from pytensor.tensor.blas import (
+    _dot22,
+    _dot22scalar,
+    batched_dot,
+    gemm_no_inplace,
+    gemv_no_inplace,
+    ger,
+)
 
 from pt_onnxscript import export_onnx
 from pt_onnxscript.testing import assert_same, compare_onnx_and_py
@@ -20,7 +27,9 @@ def test_blas_ops(dtype, rng, opset):
         _dot22(A, B),
         _dot22scalar(A, B, a),
     ]
-    values = [rng.normal(size=s).astype(dtype) for s in [(2, 3), (3, 3), (2, 3), (3,), (2,), (), ()]]
+    values = [
+        rng.normal(size=s).astype(dtype) for s in [(2, 3), (3, 3), (2, 3), (3,), (2,), (), ()]
+    ]
     compare_onnx_and_py([A, B, C, x, y, a, b], outputs, values, opset=opset)
 
 
@@ -33,7 +42,9 @@ def test_gemv_with_zero_beta_does_not_read_y(rng):
 
 def test_batched_dot(rng):
     x, y = pt.tensor3("x"), pt.tensor3("y")
-    compare_onnx_and_py([x, y], batched_dot(x, y), [rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 4, 5))])
+    compare_onnx_and_py(
+        [x, y], batched_dot(x, y), [rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 4, 5))]
+    )
 
 
 def test_export_function_compiled_with_c_blas(tmp_path, rng):

@@ -23,8 +23,13 @@ def test_batch_aware_translation_needs_no_loop(rng):
     x = pt.tensor("x", shape=(2, 1, None, 4))
     y = pt.tensor("y", shape=(5, 4, None))
     out = Blockwise(Dot(), signature="(m,k),(k,n)->(m,n)")(x, y)
-    compare_onnx_and_py([x, y], out, [rng.normal(size=(2, 1, 3, 4)), rng.normal(size=(5, 4, 2))],
-                        expected_ops=["MatMul"], forbidden_ops=["Loop"])
+    compare_onnx_and_py(
+        [x, y],
+        out,
+        [rng.normal(size=(2, 1, 3, 4)), rng.normal(size=(5, 4, 2))],
+        expected_ops=["MatMul"],
+        forbidden_ops=["Loop"],
+    )
 
 
 @pytest.mark.parametrize("batch", [3, 0])

@@ -22,7 +22,12 @@ def test_op_from_graph(inline, rng, opset):
     ofg = OpFromGraph([a, b], [pt.exp(a) + b, a * 2], inline=inline)
     x, y = pt.matrix("x"), pt.matrix("y")
     out1, out2 = ofg(x, y)
-    compare_onnx_and_py([x, y], [out1, out2 + ofg(y, x)[0]], [rng.normal(size=(2, 3)), rng.normal(size=(2, 3))], opset=opset)
+    compare_onnx_and_py(
+        [x, y],
+        [out1, out2 + ofg(y, x)[0]],
+        [rng.normal(size=(2, 3)), rng.normal(size=(2, 3))],
+        opset=opset,
+    )
 
 
 class Opaque(Op):
@@ -49,4 +54,6 @@ def test_op_from_graph_inner_graph_gets_the_outer_rewrites():
     inner = pt.vector("inner", dtype="float32")
     log1p_ofg = OpFromGraph([inner], [pt.log(1 + inner)])
     fn = pytensor.function([v], log1p_ofg(v), mode="ONNX")
-    np.testing.assert_allclose(fn(np.array([1e-8, 1e-3], "float32")), np.log1p([1e-8, 1e-3]).astype("float32"), rtol=1e-6)
+    np.testing.assert_allclose(
+        fn(np.array([1e-8, 1e-3], "float32")), np.log1p([1e-8, 1e-3]).astype("float32"), rtol=1e-6
+    )

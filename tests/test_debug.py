@@ -80,9 +80,7 @@ def test_wrong_translation_inside_a_fused_composite(exp_off_by_1e3):
 
 
 def test_translation_giving_the_wrong_dtype_is_reported(monkeypatch):
-    monkeypatch.setitem(
-        _scalar_translations, ps.Exp, lambda g, node, x: g.Cast(g.Exp(x), to=1)
-    )
+    monkeypatch.setitem(_scalar_translations, ps.Exp, lambda g, node, x: g.Cast(g.Exp(x), to=1))
     x = pt.vector("x", dtype="float64")
     divergence = find_divergence(([x], [pt.exp(x)]), [np.ones(2)])
     assert divergence.actual is None

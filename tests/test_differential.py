@@ -97,5 +97,7 @@ def test_random_graphs_match_pytensor(graph):
     model = export_onnx((inputs, [out]))
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [i.name for i in model.graph.input]
-    feeds = dict(zip(names, [values[[v.name for v in inputs].index(n)] for n in names], strict=True))
+    feeds = dict(
+        zip(names, [values[[v.name for v in inputs].index(n)] for n in names], strict=True)
+    )
     assert_same(session.run(None, feeds)[0], expected, what="exported file")

@@ -16,8 +16,16 @@ from pt_onnxscript.demos import digits  # noqa: E402
 from pt_onnxscript.demos.web import server  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +85,9 @@ def page(trained):
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(f"{url}/")
-        page.wait_for_function("window.__ready === true || window.__error !== undefined", timeout=60_000)
+        page.wait_for_function(
+            "window.__ready === true || window.__error !== undefined", timeout=60_000
+        )
         assert page.evaluate("window.__error") is None, page.evaluate("window.__error")
         page.errors = errors
         yield page

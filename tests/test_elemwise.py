@@ -42,7 +42,11 @@ def test_scalar_against_tensor(rng):
     a = pt.scalar("a", dtype="int16")
     b = pt.scalar("b", dtype="uint8")
     x = pt.tensor3("x", dtype="float32")
-    values = [np.array(-3, "int16"), np.array(2, "uint8"), rng.normal(size=(2, 0, 3)).astype("float32")]
+    values = [
+        np.array(-3, "int16"),
+        np.array(2, "uint8"),
+        rng.normal(size=(2, 0, 3)).astype("float32"),
+    ]
     compare_onnx_and_py([a, b, x], [a * x, a // b, x > a], values)
     values[2] = rng.normal(size=(2, 1, 3)).astype("float32")
     compare_onnx_and_py([a, b, x], [a * x, x > a], values)
@@ -172,4 +176,6 @@ def test_runtime_broadcasting_of_a_baked_weight_is_refused_and_a_matching_one_ad
     with pytest.raises(ValueError, match="Runtime broadcasting not allowed"):
         fn(np.ones((2, 3)))
     with pytest.raises(ValueError, match="Runtime broadcasting not allowed"):
-        pytensor.function([x], x + one, mode=pytensor.compile.mode.Mode(linker="py"))(np.ones((2, 3)))
+        pytensor.function([x], x + one, mode=pytensor.compile.mode.Mode(linker="py"))(
+            np.ones((2, 3))
+        )

@@ -281,7 +281,9 @@ def test_unsupported_opsets_fail_at_once_naming_the_range(opset):
 
 
 def test_decorator_spec_shapes_are_checked_and_printed_as_written():
-    with pytest.raises(TypeError, match=r"must be a tuple with one entry per dim, such as \('batch',\)"):
+    with pytest.raises(
+        TypeError, match=r"must be a tuple with one entry per dim, such as \('batch',\)"
+    ):
         onnx_export(x=("float32", "batch"))(lambda x: x)
     with pytest.raises(ValueError, match=r"size >= 0.*-3"):
         onnx_export(x=("float32", ("batch", -3)))(lambda x: x)

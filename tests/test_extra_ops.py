@@ -10,7 +10,13 @@ from pt_onnxscript.testing import compare_onnx_and_py
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
 def test_cumsum_cumprod(dtype, rng, opset):
     x = pt.tensor3("x", dtype=dtype)
-    outs = [pt.cumsum(x, axis=1), pt.cumsum(x), pt.cumprod(x, axis=0), pt.cumprod(x, axis=-1), pt.cumprod(x)]
+    outs = [
+        pt.cumsum(x, axis=1),
+        pt.cumsum(x),
+        pt.cumprod(x, axis=0),
+        pt.cumprod(x, axis=-1),
+        pt.cumprod(x),
+    ]
     value = (rng.normal(size=(2, 3, 4)) * 3).astype(dtype)
     compare_onnx_and_py([x], outs, [value], opset=opset)
     compare_onnx_and_py([x], outs, [np.zeros((2, 0, 4), dtype)], opset=opset)
@@ -20,10 +26,19 @@ def test_repeat(rng):
     x = pt.matrix("x")
     r = pt.lvector("r")
     k = pt.lscalar("k")
-    outs = [pt.repeat(x, r, axis=0), pt.repeat(x, k, axis=1), pt.repeat(x, 2), pt.repeat(x, k, axis=-1)]
+    outs = [
+        pt.repeat(x, r, axis=0),
+        pt.repeat(x, k, axis=1),
+        pt.repeat(x, 2),
+        pt.repeat(x, k, axis=-1),
+    ]
     for repeats in [[0, 2, 1], [3, 0, 0], [0, 0, 0]]:
-        compare_onnx_and_py([x, r, k], outs, [rng.normal(size=(3, 2)), np.array(repeats), np.array(2)])
-    compare_onnx_and_py([x, r, k], outs, [rng.normal(size=(3, 2)), np.array([1, 1, 1]), np.array(0)])
+        compare_onnx_and_py(
+            [x, r, k], outs, [rng.normal(size=(3, 2)), np.array(repeats), np.array(2)]
+        )
+    compare_onnx_and_py(
+        [x, r, k], outs, [rng.normal(size=(3, 2)), np.array([1, 1, 1]), np.array(0)]
+    )
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
@@ -31,7 +46,10 @@ def test_searchsorted(side):
     x = pt.vector("x")
     v = pt.matrix("v")
     s = pt.lvector("s")
-    outs = [pt.searchsorted(x, v, side=side), pt.searchsorted(x[s], v, side=side, sorter=pt.argsort(x[s]))]
+    outs = [
+        pt.searchsorted(x, v, side=side),
+        pt.searchsorted(x[s], v, side=side, sorter=pt.argsort(x[s])),
+    ]
     xv = np.array([-np.inf, -1.0, 0.0, 0.0, 2.0, np.inf, np.nan, np.nan])
     vv = np.array([[-np.inf, -2.0, 0.0, -0.0], [2.0, 3.0, np.inf, np.nan]])
     compare_onnx_and_py([x, v, s], outs, [xv, vv, np.array([3, 1, 0, 4, 7, 6, 5, 2])])
@@ -43,7 +61,9 @@ def test_fill_diagonal(rng):
     k = pt.lscalar("k")
     outs = [pt.fill_diagonal(a, v), pt.fill_diagonal_offset(a, v, k)]
     for shape, offset in [((3, 5), 2), ((5, 3), -1), ((4, 4), 0)]:
-        compare_onnx_and_py([a, v, k], outs, [rng.normal(size=shape), np.array(7.0), np.array(offset)])
+        compare_onnx_and_py(
+            [a, v, k], outs, [rng.normal(size=shape), np.array(7.0), np.array(offset)]
+        )
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1])

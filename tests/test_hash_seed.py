@@ -31,8 +31,9 @@ print(json.dumps([out.tolist() for out in fn(a, b, x)]))
 
 def run_with_seed(seed):
     env = {**os.environ, "PYTHONHASHSEED": str(seed)}
-    result = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                            text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, check=True
+    )
     return np.array(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
@@ -41,6 +42,11 @@ def test_values_do_not_depend_on_the_hash_seed(seed):
     a = np.array([0.5, 3.0, 30.0, 150.0])
     b = np.array([2.0, 0.5, 9.0, 100.0])
     x = np.array([0.3, 4.0, 28.0, 33.0])
-    expected = [sp.gammainc(a, x), sp.gammaincc(a, x), sp.betainc(a, b, x / 40), sp.i0(x),
-                sp.psi(x)]
+    expected = [
+        sp.gammainc(a, x),
+        sp.gammaincc(a, x),
+        sp.betainc(a, b, x / 40),
+        sp.i0(x),
+        sp.psi(x),
+    ]
     np.testing.assert_allclose(run_with_seed(seed), expected, rtol=1e-13, atol=0)

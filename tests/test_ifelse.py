@@ -16,7 +16,9 @@ def test_ifelse_several_outputs(take, rng, opset):
     other = [y.T @ y, pt.cumsum(x)]
     outs = ifelse(c, then, other)
     values = [np.array(1 if take else 0, "int8"), rng.normal(size=3), rng.normal(size=(3, 3))]
-    fn, _ = compare_onnx_and_py([c, x, y], outs + [pt.switch(c, x, -x)], values, opset=opset, expected_ops=["If"])
+    fn, _ = compare_onnx_and_py(
+        [c, x, y], outs + [pt.switch(c, x, -x)], values, opset=opset, expected_ops=["If"]
+    )
 
 
 def test_only_the_taken_branch_runs():
@@ -38,7 +40,11 @@ def test_nested_and_shared_computations(rng):
     inner = ifelse(b > 0, shared * 2, pt.exp(x))
     out = ifelse(a > 0, inner + 1, shared - 1)
     for av, bv in [(1, 1), (1, -1), (-1, 1)]:
-        compare_onnx_and_py([a, b, x], [out, shared.sum()], [np.array(av, "float64"), np.array(bv, "float64"), rng.normal(size=4)])
+        compare_onnx_and_py(
+            [a, b, x],
+            [out, shared.sum()],
+            [np.array(av, "float64"), np.array(bv, "float64"), rng.normal(size=4)],
+        )
 
 
 def test_branches_with_different_shapes():

@@ -35,7 +35,11 @@ def test_decompositions_and_solves(dtype, n, rng):
     ]
     if n:
         outs += [pt.linalg.inv(a), pt.linalg.det(a), *pt.linalg.slogdet(a)]
-    values = [spd(rng, n).astype(dtype), rng.normal(size=n).astype(dtype), rng.normal(size=(n, 3)).astype(dtype)]
+    values = [
+        spd(rng, n).astype(dtype),
+        rng.normal(size=n).astype(dtype),
+        rng.normal(size=(n, 3)).astype(dtype),
+    ]
     compare_onnx_and_py([a, b, B], outs, values, rtol=RTOL[dtype], atol=RTOL[dtype])
 
 
@@ -66,8 +70,15 @@ def test_failures_like_lapack():
 def test_batched_blockwise(rng):
     a = pt.tensor3("a")
     b = pt.matrix("b")
-    outs = [pt.linalg.cholesky(a), pt.linalg.solve(a, b[..., None], b_ndim=2), pt.linalg.det(a), pt.linalg.inv(a)]
-    compare_onnx_and_py([a, b], outs, [spd(rng, 4, (3,)), rng.normal(size=(3, 4))], rtol=1e-10, atol=1e-12)
+    outs = [
+        pt.linalg.cholesky(a),
+        pt.linalg.solve(a, b[..., None], b_ndim=2),
+        pt.linalg.det(a),
+        pt.linalg.inv(a),
+    ]
+    compare_onnx_and_py(
+        [a, b], outs, [spd(rng, 4, (3,)), rng.normal(size=(3, 4))], rtol=1e-10, atol=1e-12
+    )
 
 
 def test_gradients_of_gp_style_logp(rng):
@@ -80,7 +91,13 @@ def test_gradients_of_gp_style_logp(rng):
     logp = -0.5 * (alpha**2).sum() - pt.log(pt.diagonal(chol)).sum()
     grads = pytensor.grad(logp, [ls, y])
     values = [np.linspace(0, 3, 6), np.array(0.8), rng.normal(size=6)]
-    compare_onnx_and_py([x, ls, y], [logp, *grads, pytensor.grad(pt.linalg.slogdet(k)[1], ls)], values, rtol=1e-10, atol=1e-12)
+    compare_onnx_and_py(
+        [x, ls, y],
+        [logp, *grads, pytensor.grad(pt.linalg.slogdet(k)[1], ls)],
+        values,
+        rtol=1e-10,
+        atol=1e-12,
+    )
 
 
 def test_kron_and_einsum(rng):
@@ -121,7 +138,9 @@ def test_cholesky_reads_only_its_triangle(dtype, lower, n, rng):
 
     a = pt.matrix("a", dtype=dtype)
     value = _garbage_triangle(rng, spd(rng, n).astype(dtype), keep_lower=lower)
-    fn, result = compare_onnx_and_py([a], pt.linalg.cholesky(a, lower=lower), [value], rtol=RTOL[dtype], atol=RTOL[dtype])
+    fn, result = compare_onnx_and_py(
+        [a], pt.linalg.cholesky(a, lower=lower), [value], rtol=RTOL[dtype], atol=RTOL[dtype]
+    )
     if n:
         expected = scipy.linalg.cholesky(value, lower=lower, check_finite=False)
         np.testing.assert_allclose(result, expected, rtol=RTOL[dtype], atol=RTOL[dtype])
@@ -228,4 +247,6 @@ def test_blockwise_linalg_with_batch_broadcasting(rng):
     ]
     _, results = compare_onnx_and_py([a, b], outs, values, rtol=1e-10, atol=1e-12)
     for i in range(2):
-        np.testing.assert_allclose(results[0][i], scipy.linalg.cholesky(values[0][i], lower=False), rtol=1e-10)
+        np.testing.assert_allclose(
+            results[0][i], scipy.linalg.cholesky(values[0][i], lower=False), rtol=1e-10
+        )

@@ -35,7 +35,9 @@ def test_max_min_propagate_nan_like_numpy():
 
 def test_sum_and_prod_of_empty_and_size_one(opset):
     x = pt.matrix("x")
-    compare_onnx_and_py([x], [x.sum(axis=0), x.prod(axis=1), x.sum()], [np.zeros((0, 3))], opset=opset)
+    compare_onnx_and_py(
+        [x], [x.sum(axis=0), x.prod(axis=1), x.sum()], [np.zeros((0, 3))], opset=opset
+    )
     compare_onnx_and_py([x], [x.sum(axis=0), x.prod(axis=1)], [np.full((1, 1), 2.5)])
 
 
@@ -53,7 +55,10 @@ def test_argmax_argmin(axis, dtype, rng, opset):
 @pytest.mark.parametrize(
     "shapes", [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((0, 3), (3, 2))]
 )
-@pytest.mark.parametrize("dtypes", [("float64", "float64"), ("float32", "float32"), ("int8", "int8"), ("int32", "float32")])
+@pytest.mark.parametrize(
+    "dtypes",
+    [("float64", "float64"), ("float32", "float32"), ("int8", "int8"), ("int32", "float32")],
+)
 def test_dot(shapes, dtypes, rng, opset):
     x = pt.tensor("x", dtype=dtypes[0], shape=(None,) * len(shapes[0]))
     y = pt.tensor("y", dtype=dtypes[1], shape=(None,) * len(shapes[1]))
@@ -69,7 +74,9 @@ PY_LINKER = pytensor.compile.mode.Mode(linker="py", optimizer=None)
 @pytest.mark.parametrize("dtype", ["bool", "int8", "float64"])
 def test_any_and_all_of_nothing(reduce, dtype):
     x = pt.matrix("x", dtype=dtype)
-    compare_onnx_and_py([x], [reduce(x, axis=1), reduce(x, axis=0), reduce(x)], [np.zeros((2, 0), dtype)])
+    compare_onnx_and_py(
+        [x], [reduce(x, axis=1), reduce(x, axis=0), reduce(x)], [np.zeros((2, 0), dtype)]
+    )
 
 
 @pytest.mark.parametrize("reduce", [pt.max, pt.min, pt.argmax, pt.argmin])
@@ -101,7 +108,11 @@ def test_integer_sums_and_products_are_exact_and_wrap(dtype, axis, rng):
     x = pt.matrix("x", dtype=dtype)
     info = np.iinfo(dtype)
     value = np.array(
-        [[info.max, info.max, 3, 2**53 % (info.max + 1) + 1], [info.min, 7, info.max // 3, 5], [1, 2, 3, info.max]],
+        [
+            [info.max, info.max, 3, 2**53 % (info.max + 1) + 1],
+            [info.min, 7, info.max // 3, 5],
+            [1, 2, 3, info.max],
+        ],
         dtype=dtype,
     )
     outs = [pt.sum(x, axis=axis), pt.prod(x, axis=axis)]
@@ -109,7 +120,9 @@ def test_integer_sums_and_products_are_exact_and_wrap(dtype, axis, rng):
         outs += [pt.cumsum(x, axis=0), pt.cumprod(x, axis=1)]
     compare_onnx_and_py([x], outs, [value])
     compare_onnx_and_py([x], outs[:2], [np.zeros((0, 4), dtype)])
-    compare_onnx_and_py([x], outs[:2], [rng.integers(info.min, info.max, size=(7, 13), dtype=dtype, endpoint=True)])
+    compare_onnx_and_py(
+        [x], outs[:2], [rng.integers(info.min, info.max, size=(7, 13), dtype=dtype, endpoint=True)]
+    )
 
 
 def test_int64_sum_above_two_to_the_53():
@@ -136,4 +149,13 @@ def test_uint64_max_min_argmax_over_the_whole_range(axis):
     x = pt.matrix("x", dtype="uint64")
     top = np.iinfo("uint64").max
     value = np.array([[0, top, 2**63], [2**63 - 1, 5, top - 1]], dtype="uint64")
-    compare_onnx_and_py([x], [pt.max(x, axis=axis), pt.min(x, axis=axis), pt.argmax(x, axis=axis), pt.argmin(x, axis=axis)], [value])
+    compare_onnx_and_py(
+        [x],
+        [
+            pt.max(x, axis=axis),
+            pt.min(x, axis=axis),
+            pt.argmax(x, axis=axis),
+            pt.argmin(x, axis=axis),
+        ],
+        [value],
+    )

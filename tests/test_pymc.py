@@ -64,8 +64,12 @@ def censored_truncated():
 def ordinal_with_potential():
     with pm.Model() as model:
         cut = pm.Normal(
-            "cut", [-1, 0, 1], 1, shape=3,
-            transform=pm.distributions.transforms.ordered, initval=[-1.0, 0.0, 1.0],
+            "cut",
+            [-1, 0, 1],
+            1,
+            shape=3,
+            transform=pm.distributions.transforms.ordered,
+            initval=[-1.0, 0.0, 1.0],
         )
         eta = pm.Normal("eta")
         pm.OrderedLogistic("y", eta=eta, cutpoints=cut, observed=[0, 1, 3, 2, 2])
@@ -89,7 +93,9 @@ def survival():
         alpha = pm.Gamma("alpha", 2, 1)
         beta = pm.HalfNormal("beta", 2)
         lam = pm.Gamma("lam", 3, 1)
-        pm.Censored("t", pm.Gamma.dist(alpha, beta), lower=None, upper=4, observed=times.clip(max=4))
+        pm.Censored(
+            "t", pm.Gamma.dist(alpha, beta), lower=None, upper=4, observed=times.clip(max=4)
+        )
         pm.Censored("c", pm.Poisson.dist(lam), lower=1, upper=5, observed=[1, 1, 2, 5, 3, 5])
         pm.Truncated("k", pm.Poisson.dist(lam), upper=6, observed=[0, 2, 6, 3])
     return model
@@ -102,7 +108,9 @@ def bounded_outcomes():
         shares = np.clip(rng.beta(2, 3, size=12), 0.1, 0.9)
         pm.Censored("share", pm.Beta.dist(a, b), lower=0.1, upper=0.9, observed=shares)
         theta = pm.Beta("theta", 2, 2)
-        pm.Censored("k", pm.Binomial.dist(n=10, p=theta), lower=None, upper=7, observed=[3, 7, 5, 7, 2])
+        pm.Censored(
+            "k", pm.Binomial.dist(n=10, p=theta), lower=None, upper=7, observed=[3, 7, 5, 7, 2]
+        )
         nu = pm.Gamma("nu", 3, 1)
         t = np.clip(rng.standard_t(4, size=10), -2, 2)
         pm.Censored("t", pm.StudentT.dist(nu=nu, mu=0, sigma=1), lower=-2, upper=2, observed=t)
@@ -182,7 +190,12 @@ def test_against_the_default_mode_and_compile_fn():
     model = hierarchical()
     point = model.initial_point()
     assert_same(model.compile_logp(mode="ONNX")(point), model.compile_logp()(point))
-    assert_same(model.compile_dlogp(mode="ONNX")(point), model.compile_dlogp()(point), rtol=1e-11, atol=1e-12)
+    assert_same(
+        model.compile_dlogp(mode="ONNX")(point),
+        model.compile_dlogp()(point),
+        rtol=1e-11,
+        atol=1e-12,
+    )
     with model:
         fn = pm.compile_fn(model.logp(sum=False), inputs=model.value_vars, mode="ONNX")
         ref = pm.compile_fn(model.logp(sum=False), inputs=model.value_vars, mode=REFERENCE)

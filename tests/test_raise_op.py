@@ -72,7 +72,9 @@ def test_unsupported_error_is_importable():
 def test_specify_shape_is_checked():
     x = pt.matrix("x")
     out = pt.specify_shape(x, (None, 3)) + 1
-    fn = pytensor.function([x], out, mode=pytensor.compile.mode.Mode(linker=pt_mode().linker, optimizer=None))
+    fn = pytensor.function(
+        [x], out, mode=pytensor.compile.mode.Mode(linker=pt_mode().linker, optimizer=None)
+    )
     np.testing.assert_array_equal(fn(np.zeros((2, 3))), np.ones((2, 3)))
     with pytest.raises(AssertionError, match="SpecifyShape"):
         fn(np.zeros((2, 4)))

@@ -119,17 +119,21 @@ def test_kernel_dtype_names_what_is_missing():
 
 # Each quirk, shown on the installed ONNX Runtime (True while it is still there).
 QUIRK_PROBES = {
-    "where_negative_zero": lambda: not np.signbit(
-        _run("Where", {"c": np.array([True]), "a": np.array([-0.0]), "b": np.array([1.0])})[0]
+    "where_negative_zero": lambda: (
+        not np.signbit(
+            _run("Where", {"c": np.array([True]), "a": np.array([-0.0]), "b": np.array([1.0])})[0]
+        )
     ),
-    "integer_reduce_saturates": lambda: _run(
-        "ReduceSum", {"x": np.array([2**62, 2**62])}, [("axes", np.array([0]))], keepdims=0
-    )
-    == np.iinfo(np.int64).max,
-    "unique_nan": lambda: not np.array_equal(
-        _run("Unique", {"x": np.array([1.0, np.nan, np.nan])}, sorted=1),
-        np.unique(np.array([1.0, np.nan, np.nan])),
-        equal_nan=True,
+    "integer_reduce_saturates": lambda: (
+        _run("ReduceSum", {"x": np.array([2**62, 2**62])}, [("axes", np.array([0]))], keepdims=0)
+        == np.iinfo(np.int64).max
+    ),
+    "unique_nan": lambda: (
+        not np.array_equal(
+            _run("Unique", {"x": np.array([1.0, np.nan, np.nan])}, sorted=1),
+            np.unique(np.array([1.0, np.nan, np.nan])),
+            equal_nan=True,
+        )
     ),
     "float16_sign_nan": lambda: _run("Sign", {"x": np.array([np.nan], np.float16)})[0] == 0,
     "float64_sin_cos": lambda: _relative_error_of_sin_near_zeros() > 1e-6,

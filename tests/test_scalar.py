@@ -149,7 +149,12 @@ def non_negative_integer_exponents(dx, dy):
 
 
 def test_float_pow(opset):
-    dtype_pairs = [("float32", "int8"), ("float16", "float16"), ("int8", "float32"), ("uint64", "float64")]
+    dtype_pairs = [
+        ("float32", "int8"),
+        ("float16", "float16"),
+        ("int8", "float32"),
+        ("uint64", "float64"),
+    ]
     graph = per_dtype(ps.pow, dtype_pairs, non_negative_integer_exponents)
     compare_onnx_and_py(*graph, opset=opset)
 
@@ -307,7 +312,9 @@ def test_cast_negative_and_special_values():
         x = pt.vector(f"x_{src}", dtype=src)
         inputs.append(x)
         outs += [pt.cast(x, dst) for dst in ["bool", *SIGNED, *FLOATS] if dst != src]
-        values.append(np.array([-1, -2, -128, *([-0.5, -1.9, -127.99] if src in FLOATS else [])], src))
+        values.append(
+            np.array([-1, -2, -128, *([-0.5, -1.9, -127.99] if src in FLOATS else [])], src)
+        )
         if src in FLOATS:
             y = pt.vector(f"y_{src}", dtype=src)
             inputs.append(y)
@@ -320,8 +327,23 @@ def test_cast_float64_to_float16_rounds_once():
     """ORT rounds float64 -> float32 -> float16; NumPy rounds once."""
     x = pt.vector("x", dtype="float64")
     values = np.array(
-        [2049.0000001, 2048.9999999, 65519.99, 65520.0, 1e6, -1e6, 2.0**-24 * 0.5000001,
-         2.0**-25, 6.1e-5, 1e-300, -0.0, np.nan, np.inf, -np.inf, 1.7976931348623157e308],
+        [
+            2049.0000001,
+            2048.9999999,
+            65519.99,
+            65520.0,
+            1e6,
+            -1e6,
+            2.0**-24 * 0.5000001,
+            2.0**-25,
+            6.1e-5,
+            1e-300,
+            -0.0,
+            np.nan,
+            np.inf,
+            -np.inf,
+            1.7976931348623157e308,
+        ],
     )
     compare_onnx_and_py([x], pt.cast(x, "float16"), [values])
 
@@ -370,7 +392,9 @@ def check_same(kind, dtype, *arrays):
         assert_same(res, exp, what=what)
         if exp.dtype.kind == "f" and scalar_op not in ARBITRARY_ZERO_SIGN:
             zeros = exp == 0
-            assert_same(np.signbit(res[zeros]), np.signbit(exp[zeros]), what=f"zero signs of {what}")
+            assert_same(
+                np.signbit(res[zeros]), np.signbit(exp[zeros]), what=f"zero signs of {what}"
+            )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -403,7 +427,11 @@ def test_property_integers(dtype, data):
 
 
 @settings(max_examples=100, deadline=None)
-@given(x=hnp.arrays("float64", 8, elements=st.floats(-7e4, 7e4) | st.sampled_from(list(edge_values("float64")))))
+@given(
+    x=hnp.arrays(
+        "float64", 8, elements=st.floats(-7e4, 7e4) | st.sampled_from(list(edge_values("float64")))
+    )
+)
 def test_property_cast_float64_to_float16(x):
     onnx_fn, py_fn = compiled_cast()
     assert_same(onnx_fn(x), py_fn(x))

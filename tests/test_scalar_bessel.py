@@ -14,11 +14,13 @@ from pt_onnxscript.testing import compare_onnx_and_py, relative_error
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 rng = np.random.default_rng(7)
-POINTS = np.concatenate([
-    rng.uniform(-30, 30, 4000),
-    np.exp(rng.uniform(-20, np.log(713), 4000)) * rng.choice([-1, 1], 4000),
-    [0.0, -0.0, 2.0, -2.0, 8.0, -8.0, 709.7, 709.8, 713.9, 714.0, np.inf, -np.inf, np.nan],
-])
+POINTS = np.concatenate(
+    [
+        rng.uniform(-30, 30, 4000),
+        np.exp(rng.uniform(-20, np.log(713), 4000)) * rng.choice([-1, 1], 4000),
+        [0.0, -0.0, 2.0, -2.0, 8.0, -8.0, 709.7, 709.8, 713.9, 714.0, np.inf, -np.inf, np.nan],
+    ]
+)
 
 
 def compiled(function):
@@ -68,7 +70,9 @@ def test_edges_broadcast_and_empty():
     x = pt.matrix("x", shape=(None, 1))
     y = pt.vector("y")
     edges = np.array([[0.0], [-0.0], [np.inf], [-np.inf], [np.nan]])
-    compare_onnx_and_py([x, y], [pt.i0(x) * pt.i1(y), pt.ive(2, x + y)], [edges, np.array([1.0, -3.0])])
+    compare_onnx_and_py(
+        [x, y], [pt.i0(x) * pt.i1(y), pt.ive(2, x + y)], [edges, np.array([1.0, -3.0])]
+    )
     compare_onnx_and_py([x, y], [pt.i0(x + y), pt.i1(x)], [np.zeros((0, 1)), np.zeros(3)])
 
 

@@ -32,9 +32,16 @@ def test_float64_sweep_against_scipy(low, high, tolerance):
 
 
 def test_against_mpmath_where_scipy_is_off():
-    rows = [(0.5, 0.5, 1 - 2**-53), (1e-300, 1e-300, 0.3), (1e-20, 1e-300, 0.5),
-            (361.3, 26.5, 0.1258), (0.5, 1e-300, 1e-20), (90.77, 93.79, 0.3174),
-            (585.7, 30.82, 0.2791), (455.3, 39.40, 0.1953)]
+    rows = [
+        (0.5, 0.5, 1 - 2**-53),
+        (1e-300, 1e-300, 0.3),
+        (1e-20, 1e-300, 0.5),
+        (361.3, 26.5, 0.1258),
+        (0.5, 1e-300, 1e-20),
+        (90.77, 93.79, 0.3174),
+        (585.7, 30.82, 0.2791),
+        (455.3, 39.40, 0.1953),
+    ]
     a, b, x = (np.array(column) for column in zip(*rows))
     mpmath.mp.dps = 50
     exact = np.array([float(mpmath.betainc(p, q, 0, r, regularized=True)) for p, q, r in rows])
@@ -60,19 +67,26 @@ def test_edges_like_scipy():
 def test_through_pytensor(dtype, opset):
     a, b = pt.vector("a", dtype=dtype), pt.vector("b", dtype=dtype)
     x = pt.vector("x", dtype="float64" if dtype == "int64" else dtype)
-    values = [np.array([0.5, 2.0, 30.0, 1.0]), np.array([3.0, 0.7, 25.0, 1.0]),
-              np.array([0.2, 0.9, 0.6, 0.0])]
+    values = [
+        np.array([0.5, 2.0, 30.0, 1.0]),
+        np.array([3.0, 0.7, 25.0, 1.0]),
+        np.array([0.2, 0.9, 0.6, 0.0]),
+    ]
     values[:2] = [np.round(v).clip(1) if dtype == "int64" else v for v in values[:2]]
-    compare_onnx_and_py([a, b, x], pt.betainc(a, b, x), [v.astype(var.dtype) for v, var in
-                                                         zip(values, (a, b, x), strict=True)],
-                        opset=opset)
+    compare_onnx_and_py(
+        [a, b, x],
+        pt.betainc(a, b, x),
+        [v.astype(var.dtype) for v, var in zip(values, (a, b, x), strict=True)],
+        opset=opset,
+    )
 
 
 def test_broadcast_and_empty():
     a, b, x = pt.matrix("a", shape=(None, 1)), pt.dscalar("b"), pt.dvector("x")
     out = pt.betainc(a, b, x)
-    compare_onnx_and_py([a, b, x], out, [np.array([[0.5], [4.0]]), np.array(2.0),
-                                         np.array([0.1, 0.5, 0.99])])
+    compare_onnx_and_py(
+        [a, b, x], out, [np.array([[0.5], [4.0]]), np.array(2.0), np.array([0.1, 0.5, 0.99])]
+    )
     compare_onnx_and_py([a, b, x], out, [np.zeros((0, 1)), np.array(2.0), np.array([0.5])])
 
 
@@ -80,6 +94,9 @@ def test_gradients():
     """PyTensor's gradients in a and b are ScalarLoops (Boik and Robison-Cox's series)."""
     a, b, x = pt.dvector("a"), pt.dvector("b"), pt.dvector("x")
     out = pt.betainc(a, b, x).sum()
-    compare_onnx_and_py([a, b, x], pytensor.grad(out, [a, b, x]),
-                        [np.array([0.5, 2.0, 8.0]), np.array([3.0, 0.7, 5.0]),
-                         np.array([0.2, 0.9, 0.6])], rtol=1e-10)
+    compare_onnx_and_py(
+        [a, b, x],
+        pytensor.grad(out, [a, b, x]),
+        [np.array([0.5, 2.0, 8.0]), np.array([3.0, 0.7, 5.0]), np.array([0.2, 0.9, 0.6])],
+        rtol=1e-10,
+    )

@@ -42,15 +42,24 @@ def mismatch(got, expected):
 
 
 @pytest.mark.parametrize("region", REGIONS)
-@pytest.mark.parametrize("function, reference", [(gammainc, sp.gammainc), (gammaincc, sp.gammaincc)])
+@pytest.mark.parametrize(
+    "function, reference", [(gammainc, sp.gammainc), (gammaincc, sp.gammaincc)]
+)
 def test_float64_sweep_against_scipy(function, reference, region):
     a, x = REGIONS[region]
     got, expected = compiled(function)(a, x), reference(a, x)
     ratio = mismatch(got, expected)
-    assert ratio.max() <= 1, (a[ratio > 1][:5], x[ratio > 1][:5], got[ratio > 1][:5], expected[ratio > 1][:5])
+    assert ratio.max() <= 1, (
+        a[ratio > 1][:5],
+        x[ratio > 1][:5],
+        got[ratio > 1][:5],
+        expected[ratio > 1][:5],
+    )
 
 
-@pytest.mark.parametrize("function, reference", [(gammainc, sp.gammainc), (gammaincc, sp.gammaincc)])
+@pytest.mark.parametrize(
+    "function, reference", [(gammainc, sp.gammainc), (gammaincc, sp.gammaincc)]
+)
 def test_edges_like_scipy(function, reference):
     edges = np.array([0.0, 1e-300, 0.5, 1.0, 1.1, 20.0, 200.0, 1e300, np.inf, np.nan, -1.0])
     a, x = (v.ravel() for v in np.meshgrid(edges, edges))
@@ -60,7 +69,14 @@ def test_edges_like_scipy(function, reference):
 
 def test_log1pmx():
     x = np.concatenate([rng.uniform(-0.9, 3, 2000), [0.0, -0.5, 0.5, 1e-10]])
-    expected = np.array([float(np.log1p(v) - v) if abs(v) >= 0.5 else sum((-v) ** n * -1 / n for n in range(2, 400)) for v in x])
+    expected = np.array(
+        [
+            float(np.log1p(v) - v)
+            if abs(v) >= 0.5
+            else sum((-v) ** n * -1 / n for n in range(2, 400))
+            for v in x
+        ]
+    )
     assert np.allclose(compiled(log1pmx)(x), expected, rtol=1e-14, atol=0)
 
 
@@ -73,20 +89,26 @@ def test_through_pytensor(dtype, opset):
     else:
         a_value = np.array([0.5, 3.0, 30.0], dtype=dtype)
         x_value = np.array([[0.2, 2.5, 27.0], [5.0, 0.0, 40.0]], dtype=dtype)
-    compare_onnx_and_py([a, x], outs, [a_value, x_value], opset=opset, rtol=1e-13 if dtype != "float32" else None)
+    compare_onnx_and_py(
+        [a, x], outs, [a_value, x_value], opset=opset, rtol=1e-13 if dtype != "float32" else None
+    )
 
 
 def test_empty_and_broadcast():
     a, x = pt.vector("a"), pt.tensor("x", shape=(None, 1))
     compare_onnx_and_py([a, x], [pt.gammaincc(a, x)], [np.array([2.0, 3.0]), np.zeros((0, 1))])
-    compare_onnx_and_py([a, x], [pt.gammainc(a, x)], [np.array([2.0, 40.0]), np.array([[1.0], [38.0]])])
+    compare_onnx_and_py(
+        [a, x], [pt.gammainc(a, x)], [np.array([2.0, 40.0]), np.array([[1.0], [38.0]])]
+    )
 
 
 def test_gradients():
     """The gradients with respect to a run PyTensor's ScalarLoop series (from Stan) as Loops;
     tested where those series are accurate (they lose all digits at some a ~ x > 20)."""
     a, x = pt.vector("a"), pt.vector("x")
-    outs = pytensor.grad(pt.gammainc(a, x).sum(), [a, x]) + pytensor.grad(pt.gammaincc(a, x).sum(), [a, x])
+    outs = pytensor.grad(pt.gammainc(a, x).sum(), [a, x]) + pytensor.grad(
+        pt.gammaincc(a, x).sum(), [a, x]
+    )
     a_value = np.array([0.5, 1.0, 2.5, 3.0, 5.0, 0.7, 2.0, 4.0, 10.0, 6.0])
     x_value = np.array([0.3, 2.0, 1.0, 12.0, 9.0, 20.0, 40.0, 0.5, 25.0, 3.0])
     compare_onnx_and_py([a, x], outs, [a_value, x_value], rtol=1e-12, expected_ops=["Loop"])

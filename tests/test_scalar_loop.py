@@ -13,9 +13,14 @@ def doubling_loop(until: bool):
     x, c = ps.float64("x"), ps.float64("c")
     i = ps.int32("i")
     new_x, new_i = x * c, i + np.int32(1)
-    return Elemwise(ScalarLoop(
-        init=[x, i], update=[new_x, new_i], constant=[c], until=(new_x > 100.0) if until else None
-    ))
+    return Elemwise(
+        ScalarLoop(
+            init=[x, i],
+            update=[new_x, new_i],
+            constant=[c],
+            until=(new_x > 100.0) if until else None,
+        )
+    )
 
 
 def test_while_loop_stops_each_element_at_its_own_step():
@@ -37,5 +42,10 @@ def test_for_loop_broadcasts_its_inputs(shape):
     n_steps, x, i, c = pt.iscalar("n"), pt.dmatrix("x"), pt.iscalar("i"), pt.drow("c")
     outs = doubling_loop(until=False)(n_steps, x, i, c)
     x_value = np.arange(np.prod(shape), dtype="float64").reshape(shape)
-    values = [np.array(4, dtype="int32"), x_value, np.array(7, dtype="int32"), np.array([[1.5, -2.0, 0.5]])[:, : shape[1]]]
+    values = [
+        np.array(4, dtype="int32"),
+        x_value,
+        np.array(7, dtype="int32"),
+        np.array([[1.5, -2.0, 0.5]])[:, : shape[1]],
+    ]
     compare_onnx_and_py([n_steps, x, i, c], outs, values)

@@ -274,11 +274,18 @@ def test_float64_sin_cos_tan_to_a_few_ulp_near_their_zeros():
     rng = np.random.default_rng(3)
     near = rng.integers(-60_000, 60_000, 3000) * (np.pi / 2)
     xs = np.concatenate(
-        [rng.uniform(-1e5, 1e5, 20_000), near, np.nextafter(near, np.inf), np.nextafter(near, -np.inf),
-         [-9.425, -7.854, 0.0, -0.0, 5e-324, 1e-300, 1e5]]
+        [
+            rng.uniform(-1e5, 1e5, 20_000),
+            near,
+            np.nextafter(near, np.inf),
+            np.nextafter(near, -np.inf),
+            [-9.425, -7.854, 0.0, -0.0, 5e-324, 1e-300, 1e5],
+        ]
     )
     with np.errstate(all="ignore"):
-        for got, expected, limit in zip(fn(xs), [np.sin(xs), np.cos(xs), np.tan(xs)], [4, 4, 4], strict=True):
+        for got, expected, limit in zip(
+            fn(xs), [np.sin(xs), np.cos(xs), np.tan(xs)], [4, 4, 4], strict=True
+        ):
             assert got.dtype == np.float64
             ulps = np.abs(got - expected) / np.spacing(np.abs(expected))
             assert np.max(ulps) <= limit

@@ -18,20 +18,64 @@ from pt_onnxscript.ops.scalar.special import (
 from pt_onnxscript.testing import compare_onnx_and_py, relative_error
 
 rng = np.random.default_rng(7)
-EDGES = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 2.0, -1.0, -2.5, 1e-300, 1e300, 13.0, 12.999])
+EDGES = np.array(
+    [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 2.0, -1.0, -2.5, 1e-300, 1e300, 13.0, 12.999]
+)
 
 
 SWEEPS = {
     # (function, reference, domain sample, max relative error, max absolute error where SciPy
     #  itself is only absolutely accurate: gammaln near its zeros at 1 and 2)
-    "gammaln": (gammaln, sp.gammaln, np.concatenate([rng.uniform(0, 15, 4000), 10 ** rng.uniform(-300, 300, 2000)]), 1e-13, 5e-16),
+    "gammaln": (
+        gammaln,
+        sp.gammaln,
+        np.concatenate([rng.uniform(0, 15, 4000), 10 ** rng.uniform(-300, 300, 2000)]),
+        1e-13,
+        5e-16,
+    ),
     "gammaln_negative": (gammaln, sp.gammaln, -rng.uniform(0, 40, 2000), 1e-12, 1e-14),
-    "psi": (psi, sp.psi, np.concatenate([rng.uniform(-10, 20, 4000), 10 ** rng.uniform(-300, 300, 2000)]), 1e-13, 1e-15),
-    "erfcx": (erfcx, sp.erfcx, np.concatenate([rng.uniform(-26, 40, 4000), 10 ** rng.uniform(-300, 300, 2000)]), 1e-13, 0),
-    "gamma": (gamma, sp.gamma, np.concatenate([rng.uniform(-40, 172, 4000), 10 ** rng.uniform(-300, 2.3, 2000)]), 1e-13, 0),
-    "trigamma": (trigamma, lambda x: sp.polygamma(1, x), np.concatenate([rng.uniform(-20, 30, 4000), 10 ** rng.uniform(-300, 300, 2000)]), 1e-13, 0),
-    "erfinv": (erfinv, sp.erfinv, np.concatenate([rng.uniform(-1, 1, 4000), 1 - 10 ** rng.uniform(-16, -1, 2000)]), 1e-13, 0),
-    "erfcinv": (erfcinv, sp.erfcinv, np.concatenate([rng.uniform(0, 2, 4000), 10 ** rng.uniform(-300, 0, 2000)]), 1e-13, 0),
+    "psi": (
+        psi,
+        sp.psi,
+        np.concatenate([rng.uniform(-10, 20, 4000), 10 ** rng.uniform(-300, 300, 2000)]),
+        1e-13,
+        1e-15,
+    ),
+    "erfcx": (
+        erfcx,
+        sp.erfcx,
+        np.concatenate([rng.uniform(-26, 40, 4000), 10 ** rng.uniform(-300, 300, 2000)]),
+        1e-13,
+        0,
+    ),
+    "gamma": (
+        gamma,
+        sp.gamma,
+        np.concatenate([rng.uniform(-40, 172, 4000), 10 ** rng.uniform(-300, 2.3, 2000)]),
+        1e-13,
+        0,
+    ),
+    "trigamma": (
+        trigamma,
+        lambda x: sp.polygamma(1, x),
+        np.concatenate([rng.uniform(-20, 30, 4000), 10 ** rng.uniform(-300, 300, 2000)]),
+        1e-13,
+        0,
+    ),
+    "erfinv": (
+        erfinv,
+        sp.erfinv,
+        np.concatenate([rng.uniform(-1, 1, 4000), 1 - 10 ** rng.uniform(-16, -1, 2000)]),
+        1e-13,
+        0,
+    ),
+    "erfcinv": (
+        erfcinv,
+        sp.erfcinv,
+        np.concatenate([rng.uniform(0, 2, 4000), 10 ** rng.uniform(-300, 0, 2000)]),
+        1e-13,
+        0,
+    ),
 }
 
 
@@ -42,7 +86,11 @@ def test_float64_sweep_against_scipy(name):
     got, expected = function(x), reference(x)
     err = relative_error(got, expected)
     bad = err > rtol
-    assert not bad.any() or np.abs(got - expected)[bad].max() <= atol, (x[bad][:5], got[bad][:5], expected[bad][:5])
+    assert not bad.any() or np.abs(got - expected)[bad].max() <= atol, (
+        x[bad][:5],
+        got[bad][:5],
+        expected[bad][:5],
+    )
 
 
 def test_log1mexp_branches():
@@ -54,13 +102,25 @@ def test_log1mexp_branches():
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
 def test_through_pytensor(dtype, opset):
     x = pt.vector("x", dtype=dtype)
-    outs = [pt.gammaln(x), pt.psi(x), pt.erfcx(x), pt.log1mexp(-pt.abs(x) - 1e-3), pt.gamma(x),
-            pt.tri_gamma(x), pt.erfinv(x / (pt.abs(x) + 1)), pt.erfcinv(2 * pt.abs(x) / (pt.abs(x) + 1))]
+    outs = [
+        pt.gammaln(x),
+        pt.psi(x),
+        pt.erfcx(x),
+        pt.log1mexp(-pt.abs(x) - 1e-3),
+        pt.gamma(x),
+        pt.tri_gamma(x),
+        pt.erfinv(x / (pt.abs(x) + 1)),
+        pt.erfcinv(2 * pt.abs(x) / (pt.abs(x) + 1)),
+    ]
     if dtype == "int64":
         values = np.array([-3, 0, 1, 2, 7, 100])
     else:
-        values = np.concatenate([rng.uniform(-5, 30, 20), [0.5, 1.0, 2.0, -1.5, 25.0]]).astype(dtype)
-    compare_onnx_and_py([x], outs, [values], opset=opset, rtol=1e-13 if dtype != "float32" else None)
+        values = np.concatenate([rng.uniform(-5, 30, 20), [0.5, 1.0, 2.0, -1.5, 25.0]]).astype(
+            dtype
+        )
+    compare_onnx_and_py(
+        [x], outs, [values], opset=opset, rtol=1e-13 if dtype != "float32" else None
+    )
 
 
 def test_gradients_of_gammaln():
@@ -77,7 +137,10 @@ def test_xlogx_and_xlogy0():
         pytest.skip("PyTensor 3 builds xlogx from switch and log")
     x = pt.vector("x")
     y = pt.vector("y")
-    values = [np.array([0.0, 0.5, 2.0, -1.0, np.nan, 0.0]), np.array([3.0, 0.0, 2.0, 1.0, 1.0, np.inf])]
+    values = [
+        np.array([0.0, 0.5, 2.0, -1.0, np.nan, 0.0]),
+        np.array([3.0, 0.0, 2.0, 1.0, 1.0, np.inf]),
+    ]
     compare_onnx_and_py([x, y], [xlogx.xlogx(x), xlogx.xlogy0(x, y)], values)
 
 
@@ -96,7 +159,9 @@ def test_erfc_tail_and_erfcx_of_negatives_to_a_few_ulp_of_mpmath():
     erfc = fn(pos)[0]
     erfcx = fn(neg)[1]
     exact_erfc = np.array([float(mpmath.erfc(mpmath.mpf(v))) for v in pos])
-    exact_erfcx = np.array([float(mpmath.exp(mpmath.mpf(v) ** 2) * mpmath.erfc(mpmath.mpf(v))) for v in neg])
+    exact_erfcx = np.array(
+        [float(mpmath.exp(mpmath.mpf(v) ** 2) * mpmath.erfc(mpmath.mpf(v))) for v in neg]
+    )
     ulp = np.finfo(float).eps
     assert np.max(np.abs(erfc / exact_erfc - 1)) < 4 * ulp
     assert np.max(np.abs(erfcx / exact_erfcx - 1)) < 4 * ulp

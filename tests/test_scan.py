@@ -15,7 +15,11 @@ INNER = Mode(linker=VMLinker(use_cloop=False, c_thunks=False), optimizer=None)
 
 
 def scan(*args, **kwargs):
-    return pytensor.scan(*args, mode=INNER, return_updates=False, **kwargs) if _has_return_updates() else pytensor.scan(*args, mode=INNER, **kwargs)[0]
+    return (
+        pytensor.scan(*args, mode=INNER, return_updates=False, **kwargs)
+        if _has_return_updates()
+        else pytensor.scan(*args, mode=INNER, **kwargs)[0]
+    )
 
 
 def _has_return_updates():
@@ -29,7 +33,9 @@ def test_cumulative_sum_and_map(n, rng, opset):
     x = pt.matrix("x")
     acc = scan(lambda row, total: total + row, sequences=[x], outputs_info=[pt.zeros(x.shape[1])])
     squares = scan(lambda row: (row**2).sum(), sequences=[x])
-    compare_onnx_and_py([x], [acc, squares], [rng.normal(size=(n, 3))], opset=opset, expected_ops=["Loop"])
+    compare_onnx_and_py(
+        [x], [acc, squares], [rng.normal(size=(n, 3))], opset=opset, expected_ops=["Loop"]
+    )
 
 
 def test_taps_nonsequences_and_symbolic_steps(rng, opset):
@@ -68,7 +74,11 @@ def test_several_outputs_nested_and_special_functions(rng):
     x = pt.matrix("x")
 
     def outer(row, carry):
-        inner = scan(lambda v, c: c * v + pt.gammaln(pt.abs(v) + 1), sequences=[row], outputs_info=[pt.zeros(())])
+        inner = scan(
+            lambda v, c: c * v + pt.gammaln(pt.abs(v) + 1),
+            sequences=[row],
+            outputs_info=[pt.zeros(())],
+        )
         return carry + inner[-1], pt.sort(row)[::-1], row.max()
 
     res = scan(outer, sequences=[x], outputs_info=[pt.zeros(()), None, None])
@@ -78,7 +88,12 @@ def test_several_outputs_nested_and_special_functions(rng):
 def test_gradient_through_scan(rng):
     x = pt.vector("x")
     w = pt.scalar("w")
-    h = scan(lambda v, hp, w: pt.tanh(hp * w + v), sequences=[x], outputs_info=[pt.zeros(())], non_sequences=[w])
+    h = scan(
+        lambda v, hp, w: pt.tanh(hp * w + v),
+        sequences=[x],
+        outputs_info=[pt.zeros(())],
+        non_sequences=[w],
+    )
     loss = (h**2).sum()
     grads = pytensor.grad(loss, [x, w])
     compare_onnx_and_py([x, w], [loss, *grads], [rng.normal(size=6), np.array(0.7)])
@@ -88,20 +103,35 @@ def test_shared_variable_updated_inside_a_scan(rng):
     counter = pytensor.shared(np.array(0.0), name="counter")
     x = pt.vector("x")
     if _has_return_updates():
-        out, updates = pytensor.scan(lambda v: (v * 2, {counter: counter + v}), sequences=[x], mode=INNER, return_updates=True)
+        out, updates = pytensor.scan(
+            lambda v: (v * 2, {counter: counter + v}),
+            sequences=[x],
+            mode=INNER,
+            return_updates=True,
+        )
     else:
-        out, updates = pytensor.scan(lambda v: (v * 2, {counter: counter + v}), sequences=[x], mode=INNER)
+        out, updates = pytensor.scan(
+            lambda v: (v * 2, {counter: counter + v}), sequences=[x], mode=INNER
+        )
     fn = pytensor.function([x], out, updates=updates, mode="ONNX")
     np.testing.assert_allclose(fn(np.arange(4.0)), np.arange(4.0) * 2)
     assert counter.get_value() == 6.0
 
 
 @settings(max_examples=15, deadline=None)
-@given(n=st.integers(0, 8), taps=st.sampled_from([[-1], [-2], [-1, -3], [-2, -1]]), keep=st.integers(1, 3))
+@given(
+    n=st.integers(0, 8),
+    taps=st.sampled_from([[-1], [-2], [-1, -3], [-2, -1]]),
+    keep=st.integers(1, 3),
+)
 def test_random_lengths_and_taps(n, taps, keep):
     x = pt.vector("x")
     depth = -min(taps)
-    out = scan(lambda v, *prev: sum(prev) * 0.5 + v, sequences=[x], outputs_info=[dict(initial=pt.arange(depth, dtype="float64"), taps=taps)])
+    out = scan(
+        lambda v, *prev: sum(prev) * 0.5 + v,
+        sequences=[x],
+        outputs_info=[dict(initial=pt.arange(depth, dtype="float64"), taps=taps)],
+    )
     compare_onnx_and_py([x], [out, out[-keep:]], [np.linspace(-1, 1, n)])
 
 
@@ -123,4 +153,6 @@ def test_inner_graphs_get_the_outer_rewrites():
     v = pt.vector("v", dtype="float32")
     ys = pytensor.scan(lambda x: pt.log(1 + x), sequences=[v], return_updates=False)
     fn = pytensor.function([v], ys, mode="ONNX")
-    np.testing.assert_allclose(fn(np.array([1e-8, 1e-3], "float32")), np.log1p([1e-8, 1e-3]).astype("float32"), rtol=1e-6)
+    np.testing.assert_allclose(
+        fn(np.array([1e-8, 1e-3], "float32")), np.log1p([1e-8, 1e-3]).astype("float32"), rtol=1e-6
+    )

@@ -14,8 +14,12 @@ def test_convolve_modes_and_batches(dtype, mode, rng):
     v = pt.matrix("v", dtype=dtype)
     kv = pt.tensor("kv", dtype=dtype, shape=(3,))
     outs = [convolve2d(x, k, mode=mode), convolve1d(v, kv, mode=mode)]
-    values = [rng.normal(size=(4, 6, 5)).astype(dtype), rng.normal(size=(1, 3, 2)).astype(dtype),
-              rng.normal(size=(2, 7)).astype(dtype), rng.normal(size=3).astype(dtype)]
+    values = [
+        rng.normal(size=(4, 6, 5)).astype(dtype),
+        rng.normal(size=(1, 3, 2)).astype(dtype),
+        rng.normal(size=(2, 7)).astype(dtype),
+        rng.normal(size=3).astype(dtype),
+    ]
     compare_onnx_and_py([x, k, v, kv], outs, values)
 
 
@@ -30,8 +34,11 @@ def test_cnn_idiom_is_one_conv_per_layer(dtype, mode, rng):
     hidden = pt.maximum(conv, 0)
     side = 3 if mode == "valid" else 5
     pooled = hidden.reshape((x.shape[0], 4, side, 2, side, 2)).max(axis=(3, 5))
-    values = [rng.normal(size=(5, 3, 8, 8)).astype(dtype), rng.normal(size=(4, 3, 3, 3)).astype(dtype),
-              rng.normal(size=4).astype(dtype)]
+    values = [
+        rng.normal(size=(5, 3, 8, 8)).astype(dtype),
+        rng.normal(size=(4, 3, 3, 3)).astype(dtype),
+        rng.normal(size=4).astype(dtype),
+    ]
     rtol = 1e-5 if dtype == "float32" else None
     ops = ["Conv", "MaxPool", "Relu"] if dtype == "float32" else ["MaxPool", "Relu"]
     compare_onnx_and_py([x, w, b], pooled, values, expected_ops=ops, rtol=rtol, atol=rtol)

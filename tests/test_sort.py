@@ -11,8 +11,14 @@ from pt_onnxscript.testing import compare_onnx_and_py
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "uint16", "int64", "bool"])
 def test_sort_and_argsort(dtype, rng, opset):
     x = pt.matrix("x", dtype=dtype)
-    outs = [pt.sort(x), pt.sort(x, axis=0), pt.sort(x, axis=None), pt.argsort(x, kind="stable"),
-            pt.argsort(x, axis=0, kind="stable"), pt.argsort(x, axis=None, kind="stable")]
+    outs = [
+        pt.sort(x),
+        pt.sort(x, axis=0),
+        pt.sort(x, axis=None),
+        pt.argsort(x, kind="stable"),
+        pt.argsort(x, axis=0, kind="stable"),
+        pt.argsort(x, axis=None, kind="stable"),
+    ]
     value = np.round(rng.normal(size=(4, 5)) * 2).astype(dtype)
     compare_onnx_and_py([x], outs, [value], opset=opset)
     compare_onnx_and_py([x], outs, [np.zeros((0, 5), dtype)], opset=opset)

@@ -23,7 +23,9 @@ def test_softmax_forms(fn, axis, dtype, rng, opset):
 def test_softmax_extremes_and_empty(fn):
     x = pt.matrix("x")
     xv = np.array([[1e300, -1e300, 0.0], [-np.inf, 0.0, 1.0], [700.0, 710.0, -710.0]])
-    compare_onnx_and_py([x], fn(x, axis=-1), [xv], expected_ops=[fn.__name__.title().replace("_", "")])
+    compare_onnx_and_py(
+        [x], fn(x, axis=-1), [xv], expected_ops=[fn.__name__.title().replace("_", "")]
+    )
     compare_onnx_and_py([x], fn(x, axis=-1), [np.zeros((0, 3))])
 
 
@@ -31,21 +33,30 @@ def test_softmax_gradient(rng):
     x = pt.matrix("x")
     w = pt.matrix("w")
     cost = (softmax(x, axis=-1) * w).sum() + (log_softmax(x, axis=0) * w).sum()
-    compare_onnx_and_py([x, w], pytensor.grad(cost, x), [rng.normal(size=(3, 4)), rng.normal(size=(3, 4))])
+    compare_onnx_and_py(
+        [x, w], pytensor.grad(cost, x), [rng.normal(size=(3, 4)), rng.normal(size=(3, 4))]
+    )
 
 
-EXTREMES = np.array([[-1e300, -800.0, -745.0, -40.0, -1e-20, 0.0],
-                     [1e-20, 1.0, 40.0, 710.0, 800.0, 1e300],
-                     [-np.inf, -np.inf, -np.inf, -np.inf, -np.inf, -np.inf],
-                     [np.inf, 0.0, -np.inf, 1.0, 2.0, 3.0]])
+EXTREMES = np.array(
+    [
+        [-1e300, -800.0, -745.0, -40.0, -1e-20, 0.0],
+        [1e-20, 1.0, 40.0, 710.0, 800.0, 1e300],
+        [-np.inf, -np.inf, -np.inf, -np.inf, -np.inf, -np.inf],
+        [np.inf, 0.0, -np.inf, 1.0, 2.0, 3.0],
+    ]
+)
 
 
 def test_stable_functions_at_extremes():
     """log1mexp's two branches, softplus, and PyMC's logdiffexp."""
     x = pt.matrix("x")
     negative = -pt.abs(x)
-    outputs = [pt.log1mexp(negative), pt.softplus(x),
-               negative + pt.log1mexp(negative - negative[:, ::-1] - 1.0)]
+    outputs = [
+        pt.log1mexp(negative),
+        pt.softplus(x),
+        negative + pt.log1mexp(negative - negative[:, ::-1] - 1.0),
+    ]
     compare_onnx_and_py([x], outputs, [EXTREMES])
 
 
@@ -53,8 +64,16 @@ def test_naive_forms_are_stabilized():
     """PyTensor's stabilizing rewrites survive into the model: the naive forms give the stable
     values at inputs where they would overflow or cancel."""
     x = pt.dvector("x")
-    fn = pytensor.function([x], [pt.log(1 - pt.exp(x)), pt.log1p(pt.exp(x)), pt.log(pt.sigmoid(x)),
-                                 pt.log(pt.sum(pt.exp(x)))], mode="ONNX")
+    fn = pytensor.function(
+        [x],
+        [
+            pt.log(1 - pt.exp(x)),
+            pt.log1p(pt.exp(x)),
+            pt.log(pt.sigmoid(x)),
+            pt.log(pt.sum(pt.exp(x))),
+        ],
+        mode="ONNX",
+    )
     values = np.array([-1e-20, -800.0, -40.0])
     log1mexp, softplus, log_sigmoid, _ = fn(values)
     with np.errstate(divide="ignore"):

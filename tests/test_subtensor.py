@@ -34,7 +34,9 @@ def test_dtypes_and_index_dtypes(dtype, rng):
     idx = pt.vector("idx", dtype="uint8")
     value = (rng.normal(size=(4, 3)) * 10).astype(dtype)
     outs = [x[i], x[1:i], x[idx], x[idx, i], x[:, idx]]
-    compare_onnx_and_py([x, i, idx], outs, [value, np.array(-2, "int8"), np.array([2, 0, 2], "uint8")])
+    compare_onnx_and_py(
+        [x, i, idx], outs, [value, np.array(-2, "int8"), np.array([2, 0, 2], "uint8")]
+    )
 
 
 def test_advanced_forms(rng, opset):
@@ -52,7 +54,11 @@ def test_advanced_forms(rng, opset):
         x[-1, :, idx],
         x[idx2],
     ]
-    values = [rng.normal(size=(4, 3, 4)), np.array([0, -1, 2, 2]), np.array([[1, 0, 1, 0], [-3, 2, 0, 1]])]
+    values = [
+        rng.normal(size=(4, 3, 4)),
+        np.array([0, -1, 2, 2]),
+        np.array([[1, 0, 1, 0], [-3, 2, 0, 1]]),
+    ]
     compare_onnx_and_py([x, idx, idx2], outs, values, opset=opset)
 
 
@@ -125,7 +131,11 @@ def test_basic_set_and_inc(rng):
 
 def test_mask_set_and_inc(rng):
     x = pt.matrix("x")
-    outs = [pt.set_subtensor(x[x > 0], 0.0), pt.inc_subtensor(x[x < 0], 1.0), pt.set_subtensor(x[x[:, 0] > 0, 1:], -1.0)]
+    outs = [
+        pt.set_subtensor(x[x > 0], 0.0),
+        pt.inc_subtensor(x[x < 0], 1.0),
+        pt.set_subtensor(x[x[:, 0] > 0, 1:], -1.0),
+    ]
     compare_onnx_and_py([x], outs, [rng.normal(size=(4, 3))])
 
 
@@ -166,7 +176,9 @@ slices = st.builds(slice, bounds, bounds, st.none() | st.integers(-3, 3).filter(
 def test_random_slices(index, data):
     x = pt.matrix("x", shape=(None, 3))
     rows = data.draw(st.integers(0, 6))
-    compare_onnx_and_py([x], [x[index], pt.inc_subtensor(x[index], 1.5)], [np.arange(rows * 3.0).reshape(rows, 3)])
+    compare_onnx_and_py(
+        [x], [x[index], pt.inc_subtensor(x[index], 1.5)], [np.arange(rows * 3.0).reshape(rows, 3)]
+    )
 
 
 @settings(max_examples=30, deadline=None)
@@ -174,15 +186,26 @@ def test_random_slices(index, data):
 def test_random_index_arrays(data):
     shape = data.draw(st.lists(st.integers(1, 4), min_size=2, max_size=3))
     x = pt.tensor("x", shape=(None,) * len(shape))
-    picked = data.draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True))
+    picked = data.draw(
+        st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True)
+    )
     index_shape = data.draw(st.lists(st.integers(0, 3), max_size=2))
     index, values = [slice(None)] * len(shape), []
     for axis in sorted(picked):
         ix = pt.tensor(f"i{axis}", dtype="int64", shape=(None,) * len(index_shape))
         index[axis] = ix
-        values.append(np.asarray(data.draw(
-            st.lists(st.integers(-shape[axis], shape[axis] - 1), min_size=int(np.prod(index_shape)), max_size=int(np.prod(index_shape)))
-        ), dtype="int64").reshape(index_shape))
+        values.append(
+            np.asarray(
+                data.draw(
+                    st.lists(
+                        st.integers(-shape[axis], shape[axis] - 1),
+                        min_size=int(np.prod(index_shape)),
+                        max_size=int(np.prod(index_shape)),
+                    )
+                ),
+                dtype="int64",
+            ).reshape(index_shape)
+        )
     inputs = [x, *(i for i in index if not isinstance(i, slice))]
     x_value = np.arange(np.prod(shape), dtype="float64").reshape(shape)
     outs = [x[tuple(index)], pt.inc_subtensor(x[tuple(index)], 1.0)]
@@ -206,10 +229,17 @@ def test_integer_x_incremented_by_floats_like_numpy(x_dtype, y_dtype):
     y = pt.vector("y", dtype=y_dtype)
     idx = pt.vector("idx", dtype="int64")
     outs = [pt.inc_subtensor(x[idx], y), pt.set_subtensor(x[idx], y), pt.inc_subtensor(x[1], y[0])]
-    values = [np.array([5, 5, 1], x_dtype), np.array([-0.25, -0.25, 0.75], y_dtype), np.array([0, 0, 2])]
+    values = [
+        np.array([5, 5, 1], x_dtype),
+        np.array([-0.25, -0.25, 0.75], y_dtype),
+        np.array([0, 0, 2]),
+    ]
     compare_onnx_and_py([x, y, idx], outs, values)
     # Where PyTensor raises NumPy's casting error, export refuses before building.
-    for out in [pt.inc_subtensor(x[idx], y, ignore_duplicates=True), pt.inc_subtensor(x[:2], y[:2])]:
+    for out in [
+        pt.inc_subtensor(x[idx], y, ignore_duplicates=True),
+        pt.inc_subtensor(x[:2], y[:2]),
+    ]:
         with pytest.raises(UnsupportedOpError, match="same_kind"):
             export_onnx(([x, y, idx], [out]))
 
@@ -218,7 +248,12 @@ def test_integer_x_incremented_by_floats_like_numpy(x_dtype, y_dtype):
 def test_writes_and_cumprod_with_zero_size_dims(shape):
     x = pt.matrix("x")
     idx = pt.vector("idx", dtype="int64")
-    outs = [pt.inc_subtensor(x[:, idx], 1.0), pt.set_subtensor(x[idx], 2.0), pt.cumprod(x, axis=0), pt.cumprod(x, axis=1)]
+    outs = [
+        pt.inc_subtensor(x[:, idx], 1.0),
+        pt.set_subtensor(x[idx], 2.0),
+        pt.cumprod(x, axis=0),
+        pt.cumprod(x, axis=1),
+    ]
     compare_onnx_and_py([x, idx], outs, [np.zeros(shape), np.zeros(0, "int64")])
 
 

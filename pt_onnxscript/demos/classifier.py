@@ -29,16 +29,20 @@ def main(path: Path) -> None:
     counts: dict[str, int] = {}
     for node in model.graph.node:
         counts[node.op_type] = counts.get(node.op_type, 0) + 1
-    print(f"exported {path} (opset {model.opset_import[0].version}, "
-          f"{len(model.graph.node)} nodes: {counts})")
+    print(
+        f"exported {path} (opset {model.opset_import[0].version}, "
+        f"{len(model.graph.node)} nodes: {counts})"
+    )
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for batch in (1, 7, 256):
         xv = rng.normal(size=(batch, 64)).astype("float32")
         (onnx_probs,) = session.run(None, {"x": xv})
         diff = np.abs(onnx_probs - f(xv)).max()
-        print(f"batch {batch:4d}: ONNX Runtime vs PyTensor max abs diff {diff:.2e}, "
-              f"dtype {onnx_probs.dtype}")
+        print(
+            f"batch {batch:4d}: ONNX Runtime vs PyTensor max abs diff {diff:.2e}, "
+            f"dtype {onnx_probs.dtype}"
+        )
 
     g = pytensor.function([x], probs, mode="ONNX")
     xv = rng.normal(size=(3, 64)).astype("float32")
@@ -49,8 +53,10 @@ def main(path: Path) -> None:
         return pt.special.softmax(pt.maximum(x @ W + b, 0), axis=-1)
 
     onnx.checker.check_model(classify.model, full_check=True)
-    print(f"@onnx_export: classify(x).shape = {classify(xv).shape}, "
-          f"pt_onnxscript {pt_onnxscript.__version__}")
+    print(
+        f"@onnx_export: classify(x).shape = {classify(xv).shape}, "
+        f"pt_onnxscript {pt_onnxscript.__version__}"
+    )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,9 @@ def load_digits(seed: int = 0) -> Split:
 
     data = sklearn_digits()
     x = (data.images / 16.0).astype("float32")[:, None]
-    parts = train_test_split(x, data.target, test_size=0.25, random_state=seed, stratify=data.target)
+    parts = train_test_split(
+        x, data.target, test_size=0.25, random_state=seed, stratify=data.target
+    )
     return Split(parts[0], parts[2].astype("int64"), parts[1], parts[3].astype("int64"))
 
 
@@ -58,13 +60,18 @@ def init_params(seed: int = 0) -> dict[str, pytensor.compile.SharedVariable]:
         "w2": rng.normal(0, np.sqrt(1 / hidden), (hidden, 10)),
         "b2": np.zeros(10),
     }
-    return {k: pytensor.shared(v.astype("float32"), name=k, shape=v.shape) for k, v in values.items()}
+    return {
+        k: pytensor.shared(v.astype("float32"), name=k, shape=v.shape) for k, v in values.items()
+    }
 
 
 def forward(x, params):
     """Probabilities of the ten classes for images x (N, 1, 8, 8)."""
     w1, b1, w2, b2 = (params[k] for k in ("w1", "b1", "w2", "b2"))
-    conv = convolve2d(x[:, None], w1[None], mode="valid", method="direct").sum(axis=2) + b1[None, :, None, None]
+    conv = (
+        convolve2d(x[:, None], w1[None], mode="valid", method="direct").sum(axis=2)
+        + b1[None, :, None, None]
+    )
     hidden = pt.maximum(conv, 0)
     side = (8 - KERNEL + 1) // POOL
     pooled = hidden.reshape((x.shape[0], CHANNELS, side, POOL, side, POOL)).max(axis=(3, 5))
@@ -86,7 +93,9 @@ def train(split: Split, params, epochs: int = 30, batch: int = 64, lr: float = 0
         v = pytensor.shared(np.zeros_like(p.get_value()), shape=p.type.shape)
         m_new = (0.9 * m + 0.1 * g).astype("float32")
         v_new = (0.999 * v + 0.001 * g**2).astype("float32")
-        step = lr * (m_new / (1 - 0.9 ** (t + 1))) / (pt.sqrt(v_new / (1 - 0.999 ** (t + 1))) + 1e-8)
+        step = (
+            lr * (m_new / (1 - 0.9 ** (t + 1))) / (pt.sqrt(v_new / (1 - 0.999 ** (t + 1))) + 1e-8)
+        )
         updates += [(m, m_new), (v, v_new), (p, (p - step).astype("float32"))]
     step_fn = pytensor.function([x, y], loss, updates=updates)
     predict = pytensor.function([x], probs)
@@ -101,7 +110,12 @@ def train(split: Split, params, epochs: int = 30, batch: int = 64, lr: float = 0
 
 def export_classifier(params, path) -> None:
     x = pt.tensor4("x", dtype="float32", shape=(None, 1, 8, 8))
-    export_onnx(([x], [forward(x, params)]), path, dims={"x": ("batch", 1, 8, 8)}, output_names=["probabilities"])
+    export_onnx(
+        ([x], [forward(x, params)]),
+        path,
+        dims={"x": ("batch", 1, 8, 8)},
+        output_names=["probabilities"],
+    )
 
 
 def onnx_probabilities(path, x: np.ndarray) -> np.ndarray:
@@ -122,7 +136,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-serve", action="store_true", help="stop after training and checking")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--site", type=Path, default=None, help="where to write the model and samples")
+    parser.add_argument(
+        "--site", type=Path, default=None, help="where to write the model and samples"
+    )
     args = parser.parse_args(argv)
     # PyTensor 3's default (Numba) mode runs convolve2d through Python; it says so once per op.
     warnings.filterwarnings("ignore", message="Numba will use object mode")

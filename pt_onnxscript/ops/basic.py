@@ -98,7 +98,13 @@ def split(g, node, x, axis, splits):
         g.Not(g.Equal(g.ReduceSum(sizes, keepdims=1), length)),
         g.Less(g.ReduceMin(g.Concat(sizes, constant(g, [0], "int64"), axis=0), keepdims=0), zero),
     ]
-    x = raise_if(g, failed, x, ValueError, f"{node.op}: the split sizes are negative or do not add up to the length of axis {at}")
+    x = raise_if(
+        g,
+        failed,
+        x,
+        ValueError,
+        f"{node.op}: the split sizes are negative or do not add up to the length of axis {at}",
+    )
     outputs = g.Split(x, sizes, axis=at, _outputs=len(node.outputs))
     return outputs
 
@@ -162,10 +168,16 @@ def extract_diag(g, node, x):
         g.Min(g.Sub(rows, constant(g, [row0], "int64")), g.Sub(cols, constant(g, [col0], "int64"))),
         constant(g, [0], "int64"),
     )
-    i = g.Range(constant(g, 0, "int64"), g.Squeeze(length, constant(g, [0], "int64")), constant(g, 1, "int64"))
+    i = g.Range(
+        constant(g, 0, "int64"),
+        g.Squeeze(length, constant(g, [0], "int64")),
+        constant(g, 1, "int64"),
+    )
     positions = g.Add(
         g.Mul(g.Add(i, constant(g, row0, "int64")), g.Squeeze(cols, constant(g, [0], "int64"))),
         g.Add(i, constant(g, col0, "int64")),
     )
-    flat = g.Reshape(x, g.Concat(g.Shape(x, start=0, end=ndim - 2), g.Mul(rows, cols), axis=0), allowzero=1)
+    flat = g.Reshape(
+        x, g.Concat(g.Shape(x, start=0, end=ndim - 2), g.Mul(rows, cols), axis=0), allowzero=1
+    )
     return g.Gather(flat, positions, axis=-1)

@@ -33,7 +33,9 @@ def gemm(g, node, *inputs):
 def ger(g, node, *inputs):
     """Ger -> A + alpha * outer(x, y)."""
     A, alpha, x, y = cast_inputs_to_output(g, node, inputs)
-    outer = g.Mul(g.Unsqueeze(x, g.Constant(value_ints=[1])), g.Unsqueeze(y, g.Constant(value_ints=[0])))
+    outer = g.Mul(
+        g.Unsqueeze(x, g.Constant(value_ints=[1])), g.Unsqueeze(y, g.Constant(value_ints=[0]))
+    )
     return g.Add(A, g.Mul(alpha, outer))
 
 

@@ -31,9 +31,7 @@ def loop_over_batch(g, node, inputs):
     """Run the core op's translation once per batch element, in an ONNX Loop."""
     batch_ndim = node.op.batch_ndim(node)
     core_node = node.op._create_dummy_core_node(node.inputs)
-    batch_shape = _broadcast_shape(
-        g, [g.Shape(x, start=0, end=batch_ndim) for x in inputs]
-    )
+    batch_shape = _broadcast_shape(g, [g.Shape(x, start=0, end=batch_ndim) for x in inputs])
     size = g.ReduceProd(batch_shape, keepdims=1)
     flat = []
     for var, x in zip(node.inputs, inputs, strict=True):
@@ -50,11 +48,18 @@ def loop_over_batch(g, node, inputs):
     stacked = loop(g, count, [], step, "blockwise", stacked=dtypes)
     results = []
     for var, sig, value in zip(core_node.outputs, node.op.outputs_sig, stacked, strict=True):
-        core_shape = g.Concat(
-            *(_core_dim(g, node, inputs, batch_ndim, var, value, axis, name) for axis, name in enumerate(sig)),
-            constant(g, [], "int64"),
-            axis=0,
-        ) if sig else constant(g, [], "int64")
+        core_shape = (
+            g.Concat(
+                *(
+                    _core_dim(g, node, inputs, batch_ndim, var, value, axis, name)
+                    for axis, name in enumerate(sig)
+                ),
+                constant(g, [], "int64"),
+                axis=0,
+            )
+            if sig
+            else constant(g, [], "int64")
+        )
         results.append(g.Reshape(value, g.Concat(batch_shape, core_shape, axis=0), allowzero=1))
     return results
 
@@ -68,6 +73,9 @@ def _core_dim(g, node, inputs, batch_ndim, var, value, axis, name):
             at = batch_ndim + sig.index(name)
             return g.Shape(x, start=at, end=at + 1)
     # Only the loop's results know this dim; an empty batch has none, so raise instead.
-    empty = g.Cast(g.Equal(g.ReduceProd(g.Shape(value, start=0, end=1), keepdims=0), constant(g, 0, "int64")), to=ir.DataType.INT64)
+    empty = g.Cast(
+        g.Equal(g.ReduceProd(g.Shape(value, start=0, end=1), keepdims=0), constant(g, 0, "int64")),
+        to=ir.DataType.INT64,
+    )
     guard = g.Gather(constant(g, [0], "int64"), g.Reshape(empty, constant(g, [1], "int64")), axis=0)
     return g.Add(g.Shape(value, start=axis + 1, end=axis + 2), guard)

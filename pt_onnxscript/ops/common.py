@@ -114,11 +114,20 @@ def check_runtime_broadcast(g, variables, values, ndim: int):
     """`values`, guarded to raise PyTensor's runtime-broadcasting error where, in one of the
     first `ndim` dims, an input not declared broadcastable there has length 1 at run time
     while another has not (ONNX would broadcast it; Elemwise and Blockwise refuse)."""
-    sizes = [[_known_size(var, value, d) for d in range(ndim)] for var, value in zip(variables, values, strict=True)]
+    sizes = [
+        [_known_size(var, value, d) for d in range(ndim)]
+        for var, value in zip(variables, values, strict=True)
+    ]
     checked = []
     for d in range(ndim):
-        candidates = [known[d] for var, known in zip(variables, sizes, strict=True) if not var.type.broadcastable[d]]
-        if len(candidates) > 1 and (None in candidates or (1 in candidates and len(set(candidates)) > 1)):
+        candidates = [
+            known[d]
+            for var, known in zip(variables, sizes, strict=True)
+            if not var.type.broadcastable[d]
+        ]
+        if len(candidates) > 1 and (
+            None in candidates or (1 in candidates and len(set(candidates)) > 1)
+        ):
             checked.append(d)
     if not checked:
         return list(values)
@@ -171,9 +180,7 @@ def subgraph(g, kind: str, build, inputs=(), outputs=()) -> ir.Graph:
     return g.builder.subgraph(
         trace,
         inputs=[ir.val(f"{tag}_in{i}", dtype, shape) for i, (dtype, shape) in enumerate(inputs)],
-        outputs=[
-            ir.val(f"{tag}_out{i}", dtype, shape) for i, (dtype, shape) in enumerate(outputs)
-        ],
+        outputs=[ir.val(f"{tag}_out{i}", dtype, shape) for i, (dtype, shape) in enumerate(outputs)],
         name=tag,
     )
 

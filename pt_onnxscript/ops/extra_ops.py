@@ -82,7 +82,9 @@ def repeat(g, node, x, repeats):
     # A mark at each element's end (an extra slot takes the ends equal to the total).
     marks = g.Expand(zero, g.Add(total, one))
     marks = g.ScatterElements(marks, ends, g.Expand(one, g.Shape(ends)), axis=0, reduction="add")
-    index = g.CumSum(g.Slice(marks, constant(g, [0], "int64"), total, constant(g, [0], "int64")), zero)
+    index = g.CumSum(
+        g.Slice(marks, constant(g, [0], "int64"), total, constant(g, [0], "int64")), zero
+    )
     return g.Gather(x, index, axis=axis)
 
 
@@ -128,7 +130,9 @@ def fill_diagonal(g, node, a, value):
         raise TranslationError(f"{node}: only matrices are supported")
     dtype = node.outputs[0].type.dtype
     value = value if node.inputs[1].type.dtype == dtype else g.Cast(value, to=onnx_dtype(dtype))
-    return where(g, _diagonal_mask(g, a, constant(g, 0, "int64")), g.Expand(value, g.Shape(a)), a, dtype)
+    return where(
+        g, _diagonal_mask(g, a, constant(g, 0, "int64")), g.Expand(value, g.Shape(a)), a, dtype
+    )
 
 
 @register(FillDiagonalOffset)
@@ -167,7 +171,9 @@ def unique(g, node, x):
         )
         keys, first, inverse, counts = g.Unique(rows, sorted=1, axis=0, _outputs=4)
         flags, numbers = (g.Gather(keys, constant(g, k, "int64"), axis=1) for k in (0, 1))
-        values = g.Where(g.Greater(flags, constant(g, 0, dtype)), constant(g, np.nan, dtype), numbers)
+        values = g.Where(
+            g.Greater(flags, constant(g, 0, dtype)), constant(g, np.nan, dtype), numbers
+        )
     else:
         via = kernel_dtype("Unique", dtype)
         kwargs = {} if op.axis is None else {"axis": op.axis}

@@ -86,7 +86,10 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int):
 
     def step(g, j, factor, ok):
         row = g.Gather(factor, j, axis=-2)
-        v = g.Sub(g.Gather(a, j, axis=-1), g.Squeeze(g.MatMul(factor, g.Unsqueeze(row, _int(g, [-1]))), _int(g, [-1])))
+        v = g.Sub(
+            g.Gather(a, j, axis=-1),
+            g.Squeeze(g.MatMul(factor, g.Unsqueeze(row, _int(g, [-1]))), _int(g, [-1])),
+        )
         d = g.Gather(v, j, axis=-1)
         root = g.Sqrt(d)
         column = g.Where(g.Greater(index, j), g.Div(v, g.Unsqueeze(root, _int(g, [-1]))), zero)
@@ -153,7 +156,9 @@ def lu_eliminate(g, a, b, dtype: str):
         p = g.ArgMax(candidates, axis=-1, keepdims=1)
         order = g.Where(g.Equal(index, k), p, g.Where(g.Equal(index, p), k, index))
         m = g.GatherElements(m, g.Expand(g.Unsqueeze(order, _int(g, [-1])), g.Shape(m)), axis=-2)
-        swaps = g.Add(swaps, g.Cast(g.Squeeze(g.Not(g.Equal(p, k)), _int(g, [-1])), to=ir.DataType.INT64))
+        swaps = g.Add(
+            swaps, g.Cast(g.Squeeze(g.Not(g.Equal(p, k)), _int(g, [-1])), to=ir.DataType.INT64)
+        )
         row = g.Gather(m, k, axis=-2)
         pivot = g.Gather(row, k, axis=-1)
         # A zero pivot means a zero column below it: like getrf, skip the elimination.
@@ -161,17 +166,26 @@ def lu_eliminate(g, a, b, dtype: str):
         factors = g.Div(g.Gather(m, k, axis=-1), g.Unsqueeze(safe, _int(g, [-1])))
         factors = g.Where(g.Greater(index, k), factors, zero)
         m = g.Sub(m, g.Mul(g.Unsqueeze(factors, _int(g, [-1])), g.Unsqueeze(row, _int(g, [-2]))))
-        pivots = g.Add(pivots, g.Mul(g.Cast(g.Equal(index, k), to=onnx_dtype(dtype)), g.Unsqueeze(pivot, _int(g, [-1]))))
+        pivots = g.Add(
+            pivots,
+            g.Mul(
+                g.Cast(g.Equal(index, k), to=onnx_dtype(dtype)), g.Unsqueeze(pivot, _int(g, [-1]))
+            ),
+        )
         return [m, swaps, pivots]
 
     batch = g.Shape(a, start=0, end=-2)
     m, swaps, pivots = loop(
-        g, n,
+        g,
+        n,
         [augmented, g.Expand(_int(g, 0), batch), g.Mul(_diagonal(g, a, index), zero)],
-        step, "lu",
+        step,
+        "lu",
     )
     upper = g.Slice(m, _int(g, [0]), g.Reshape(columns, _int(g, [1])), _int(g, [-1]))
-    rest = g.Slice(m, g.Reshape(columns, _int(g, [1])), _int(g, [np.iinfo(np.int64).max]), _int(g, [-1]))
+    rest = g.Slice(
+        m, g.Reshape(columns, _int(g, [1])), _int(g, [np.iinfo(np.int64).max]), _int(g, [-1])
+    )
     return upper, rest, pivots, swaps
 
 
@@ -224,8 +238,12 @@ def cholesky_solve(g, node, c, b):
     rank = node.inputs[0].type.ndim
     c, b = _as(g, node.inputs[0], c, dtype), _as(g, node.inputs[1], b, dtype)
     lower = _as_lower(g, c, core.lower, rank)
-    y = solve_triangular(g, lower, _matrix(g, b, core.b_ndim), dtype, True, False, nan_if_singular=False)
-    x = solve_triangular(g, _swap_last(g, lower, rank), y, dtype, False, False, nan_if_singular=False)
+    y = solve_triangular(
+        g, lower, _matrix(g, b, core.b_ndim), dtype, True, False, nan_if_singular=False
+    )
+    x = solve_triangular(
+        g, _swap_last(g, lower, rank), y, dtype, False, False, nan_if_singular=False
+    )
     return _unmatrix(g, x, core.b_ndim)
 
 
@@ -268,7 +286,9 @@ def matrix_inverse(g, node, a):
     identity = g.Expand(identity, g.Shape(a))
     upper, c, pivots, _ = lu_eliminate(g, a, identity, dtype)
     inverse = solve_triangular(g, upper, c, dtype, False, False)
-    return raise_if(g, _singular(g, pivots, dtype), inverse, np.linalg.LinAlgError, "Singular matrix")
+    return raise_if(
+        g, _singular(g, pivots, dtype), inverse, np.linalg.LinAlgError, "Singular matrix"
+    )
 
 
 @register(Det)
@@ -277,7 +297,9 @@ def det(g, node, a):
     """Det -> the product of the LU pivots, negated for an odd number of row swaps."""
     dtype = node.outputs[0].type.dtype
     a = _as(g, node.inputs[0], a, dtype)
-    _, _, pivots, swaps = lu_eliminate(g, a, g.Slice(a, _int(g, [0]), _int(g, [0]), _int(g, [-1])), dtype)
+    _, _, pivots, swaps = lu_eliminate(
+        g, a, g.Slice(a, _int(g, [0]), _int(g, [0]), _int(g, [-1])), dtype
+    )
     product = g.ReduceProd(pivots, _int(g, [-1]), keepdims=0)
     return g.Mul(product, _parity_sign(g, swaps, dtype))
 
@@ -293,7 +315,11 @@ def slogdet(g, node, a):
     """SLogDet -> the sign and the sum of log |pivot| of the LU pivots."""
     dtype = node.outputs[0].type.dtype
     a = _as(g, node.inputs[0], a, dtype)
-    _, _, pivots, swaps = lu_eliminate(g, a, g.Slice(a, _int(g, [0]), _int(g, [0]), _int(g, [-1])), dtype)
-    sign = g.Mul(g.ReduceProd(g.Sign(pivots), _int(g, [-1]), keepdims=0), _parity_sign(g, swaps, dtype))
+    _, _, pivots, swaps = lu_eliminate(
+        g, a, g.Slice(a, _int(g, [0]), _int(g, [0]), _int(g, [-1])), dtype
+    )
+    sign = g.Mul(
+        g.ReduceProd(g.Sign(pivots), _int(g, [-1]), keepdims=0), _parity_sign(g, swaps, dtype)
+    )
     logabs = g.ReduceSum(g.Log(g.Abs(pivots)), _int(g, [-1]), keepdims=0)
     return [sign, logabs]

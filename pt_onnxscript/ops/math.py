@@ -19,6 +19,8 @@ REDUCTIONS = {
     ps.AND: "ReduceMin",
     ps.OR: "ReduceMax",
 }
+
+
 @register(CAReduce)
 def careduce(g, node, x):
     """CAReduce -> Reduce{Sum,Prod,Max,Min}, computed in the accumulation dtype.
@@ -55,7 +57,11 @@ def careduce(g, node, x):
         result = _from_ordered(g, getattr(g, name)(_to_ordered(g, x), _int(g, axes), keepdims=0))
     elif name in ("ReduceSum", "ReduceProd") and np.dtype(acc).kind != "f":
         rows = _reduced_last(g, x, axes, ndim)
-        result = _integer_sum(g, rows) if name == "ReduceSum" else _integer_prod(g, rows, ndim - len(axes))
+        result = (
+            _integer_sum(g, rows)
+            if name == "ReduceSum"
+            else _integer_prod(g, rows, ndim - len(axes))
+        )
     else:
         result = getattr(g, name)(x, _int(g, axes), keepdims=0)
     if name in ("ReduceMax", "ReduceMin"):
@@ -124,7 +130,9 @@ def _integer_sum(g, rows):
 def _integer_prod(g, rows, kept: int):
     """The exact, wrapping products over the last dim of int64 `rows` (of rank kept + 1):
     pairs multiplied until one value is left, padded with ones to an even length."""
-    rows = g.Concat(rows, g.Expand(_int(g, 1), g.Concat(g.Shape(rows, end=-1), _int(g, [1]), axis=0)), axis=-1)
+    rows = g.Concat(
+        rows, g.Expand(_int(g, 1), g.Concat(g.Shape(rows, end=-1), _int(g, [1]), axis=0)), axis=-1
+    )
 
     def step(g, _, y):
         length = g.Shape(y, start=-1)
@@ -160,7 +168,9 @@ def argmax(g, node, x, *axis_input):
     if np.dtype(dtype).kind == "f":
         nan, any_nan = _nan_flags(g, x, [axis])
         result = g.Where(any_nan, g.ArgMax(nan, axis=axis, keepdims=0), result)
-    return _raise_if_empty(g, node, original, axes, result, "attempt to get argmax of an empty sequence")
+    return _raise_if_empty(
+        g, node, original, axes, result, "attempt to get argmax of an empty sequence"
+    )
 
 
 def _modular(dtype: str) -> str:
@@ -178,7 +188,9 @@ def _modular(dtype: str) -> str:
 def dot_dtype(node):
     dtype = node.outputs[0].type.dtype
     if dtype == "bool":
-        return f"Dot of {dtype} has no exact ONNX translation (cast the operands to an integer type)"
+        return (
+            f"Dot of {dtype} has no exact ONNX translation (cast the operands to an integer type)"
+        )
     return None
 
 

@@ -48,7 +48,9 @@ def scan(g, node, n_steps, *outer):
     op = node.op
     info = op.info
     inner_in, inner_out = list(op.fgraph.inputs), list(op.fgraph.outputs)
-    if any(getattr(v.type, "dtype", None) is None for v in op.inner_untraced_sit_sot_outs(inner_out)):
+    if any(
+        getattr(v.type, "dtype", None) is None for v in op.inner_untraced_sit_sot_outs(inner_out)
+    ):
         raise TranslationError(f"{node}: untraced outputs that are not tensors cannot be exported")
     outer = [n_steps, *outer]
     seqs, non_seqs = op.outer_seqs(outer), op.outer_non_seqs(outer)
@@ -61,7 +63,10 @@ def scan(g, node, n_steps, *outer):
     steps = _scalar(g, n_steps)
 
     def step(g, i, *carried):
-        values = {var: g.Gather(seq, i, axis=0) for var, seq in zip(op.inner_seqs(inner_in), seqs, strict=True)}
+        values = {
+            var: g.Gather(seq, i, axis=0)
+            for var, seq in zip(op.inner_seqs(inner_in), seqs, strict=True)
+        }
         tap_vars = iter(tapped)
         for k, taps in enumerate(in_taps):
             for tap in taps:
@@ -78,11 +83,20 @@ def scan(g, node, n_steps, *outer):
         for k, out_taps in enumerate(info.mit_mot_out_slices):
             buffer = carried[k]
             for tap in out_taps:
-                buffer = _write_step(g, buffer, g.Add(i, _int(g, starts[k] + tap)), result(next(mit_mot_outs)))
+                buffer = _write_step(
+                    g, buffer, g.Add(i, _int(g, starts[k] + tap)), result(next(mit_mot_outs))
+                )
             new_buffers.append(buffer)
-        for k, var in enumerate(op.inner_mitsot_outs(inner_out) + op.inner_sitsot_outs(inner_out), start=len(new_buffers)):
-            new_buffers.append(_write_step(g, carried[k], g.Add(i, _int(g, starts[k])), result(var)))
-        new_untraced = [g.Identity(result(var)) for var in op.inner_untraced_sit_sot_outs(inner_out)]
+        for k, var in enumerate(
+            op.inner_mitsot_outs(inner_out) + op.inner_sitsot_outs(inner_out),
+            start=len(new_buffers),
+        ):
+            new_buffers.append(
+                _write_step(g, carried[k], g.Add(i, _int(g, starts[k])), result(var))
+            )
+        new_untraced = [
+            g.Identity(result(var)) for var in op.inner_untraced_sit_sot_outs(inner_out)
+        ]
         stacked = [g.Identity(result(var)) for var in op.inner_nitsot_outs(inner_out)]
         done = g.Add(carried[-1], _int(g, 1))
         state = [*new_buffers, *new_untraced, done, *stacked]
@@ -124,11 +138,20 @@ def _settle(g, buffer, done, steps, start: int):
     index = g.Range(_int(g, 0), length, _int(g, 1))
     rotated = g.Gather(buffer, g.Mod(g.Add(index, position), length), axis=0)
     keep = g.Less(index, written)
-    mask_shape = g.Concat(g.Shape(index), g.Expand(_int(g, [1]), g.Sub(g.Shape(g.Shape(buffer)), _int(g, [1]))), axis=0)
+    mask_shape = g.Concat(
+        g.Shape(index),
+        g.Expand(_int(g, [1]), g.Sub(g.Shape(g.Shape(buffer)), _int(g, [1]))),
+        axis=0,
+    )
     zero = g.CastLike(_int(g, 0), buffer)
     zeroed = g.Where(g.Reshape(keep, mask_shape, allowzero=1), buffer, zero)
     unfinished = g.Sub(length, g.Sub(steps, done))
-    shortened = g.Slice(zeroed, g.Reshape(_int(g, 0), _int(g, [1])), g.Reshape(unfinished, _int(g, [1])), _int(g, [0]))
+    shortened = g.Slice(
+        zeroed,
+        g.Reshape(_int(g, 0), _int(g, [1])),
+        g.Reshape(unfinished, _int(g, [1])),
+        _int(g, [0]),
+    )
     return g.If(wrapped, then_branch=_branch(g, rotated), else_branch=_branch(g, shortened))
 
 
@@ -139,7 +162,9 @@ def _branch(g, value):
 def _settle_stacked(g, rows, size, done, steps, var):
     """A nit_sot output: its last `size` rows (all of them, then zeros, if fewer were made)."""
     start = g.Max(g.Sub(done, size), _int(g, 0))
-    last = g.Slice(rows, g.Reshape(start, _int(g, [1])), g.Reshape(done, _int(g, [1])), _int(g, [0]))
+    last = g.Slice(
+        rows, g.Reshape(start, _int(g, [1])), g.Reshape(done, _int(g, [1])), _int(g, [0])
+    )
     missing = g.Max(g.Sub(g.Sub(size, done), g.Sub(steps, done)), _int(g, 0))
     pad_shape = g.Concat(g.Reshape(missing, _int(g, [1])), g.Shape(rows, start=1), axis=0)
     padding = g.Expand(g.CastLike(_int(g, 0), rows), pad_shape)

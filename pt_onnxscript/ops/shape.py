@@ -36,7 +36,15 @@ def specify_shape(g, node, x, *shape):
         if isinstance(var.type, NoneTypeT) or node.inputs[0].type.shape[i] is not None:
             continue  # not specified, or already checked by PyTensor's types
         actual = g.Shape(x, start=i, end=i + 1)
-        failed.append(g.Not(g.Equal(actual, g.Reshape(g.Cast(size, to=ir.DataType.INT64), constant(g, [1], "int64")))))
+        failed.append(
+            g.Not(
+                g.Equal(
+                    actual, g.Reshape(g.Cast(size, to=ir.DataType.INT64), constant(g, [1], "int64"))
+                )
+            )
+        )
     if not failed:
         return g.Identity(x)
-    return raise_if(g, failed, x, AssertionError, f"SpecifyShape: dim sizes differ from {node.inputs[1:]}")
+    return raise_if(
+        g, failed, x, AssertionError, f"SpecifyShape: dim sizes differ from {node.inputs[1:]}"
+    )

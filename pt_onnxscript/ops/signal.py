@@ -95,7 +95,9 @@ def channel_conv2d(g, node, x, w):
     kernel = _static_kernel(node, node.inputs[1], 2)
     total = None
     for (a, b), window in _windows(g, x, kernel, full):
-        entry = g.Gather(g.Gather(w, constant(g, a, "int64"), axis=2), constant(g, b, "int64"), axis=2)
+        entry = g.Gather(
+            g.Gather(w, constant(g, a, "int64"), axis=2), constant(g, b, "int64"), axis=2
+        )
         term = g.Einsum(window, entry, equation="nchw,oc->nohw")
         total = term if total is None else g.Add(total, term)
     return total

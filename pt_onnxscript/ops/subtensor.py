@@ -106,7 +106,9 @@ def _entries(node, index_vars, index_values):
     entries = []
     for item in indices:
         if isinstance(item, slice):
-            entries.append(Slice(*(_slice_bound(b, values) for b in (item.start, item.stop, item.step))))
+            entries.append(
+                Slice(*(_slice_bound(b, values) for b in (item.start, item.stop, item.step)))
+            )
         elif isinstance(item.type, NoneTypeT):
             entries.append(NewAxis())
         elif isinstance(item.type, SliceType):
@@ -121,7 +123,12 @@ def _entries(node, index_vars, index_values):
 def _slice_variable(var, value) -> Slice:
     """A slice-typed input (PyTensor 2.38's advanced indexing): constant or from MakeSlice."""
     if isinstance(var, Constant):
-        return Slice(*(None if b is None else Bound(int(b)) for b in (var.data.start, var.data.stop, var.data.step)))
+        return Slice(
+            *(
+                None if b is None else Bound(int(b))
+                for b in (var.data.start, var.data.stop, var.data.step)
+            )
+        )
     return value
 
 
@@ -172,9 +179,7 @@ def _basic(g, x, static_shape, entries):
         if isinstance(entry, Slice) and not entry.is_full()
     ]
     if sliced:
-        bounds = [
-            _slice_bounds(g, x, axis, static_shape[axis], entry) for axis, entry in sliced
-        ]
+        bounds = [_slice_bounds(g, x, axis, static_shape[axis], entry) for axis, entry in sliced]
         starts, stops, steps = (g.Concat(*parts, axis=0) for parts in zip(*bounds))
         axes = constant(g, [axis for axis, _ in sliced], "int64")
         x = g.Slice(x, starts, stops, axes, steps)
@@ -244,7 +249,11 @@ def _advanced(g, x, static_shape, entries):
     if axes == list(range(axes[0], axes[0] + len(axes))) and axes[0] > 0:
         # NumPy puts the dims of adjacent index arrays where the dims they index were.
         batch = max(ndim for _, _, ndim in arrays)
-        perm = [*range(batch, batch + axes[0]), *range(batch), *range(batch + axes[0], batch + len(others))]
+        perm = [
+            *range(batch, batch + axes[0]),
+            *range(batch),
+            *range(batch + axes[0], batch + len(others)),
+        ]
         result = g.Transpose(result, perm=perm)
     return result
 
@@ -337,7 +346,9 @@ def _set_or_increment(g, node, x, y, read, *, mode: str, unique: bool):
     x_flat = g.Reshape(x, flat, allowzero=1)
     values = g.Reshape(g.Expand(y, g.Shape(selected)), flat, allowzero=1)
     if in_float:
-        result = _add_truncating(g, x_flat, positions, values, dtype, y_dtype, one_by_one=not unique and mode == "add_at")
+        result = _add_truncating(
+            g, x_flat, positions, values, dtype, y_dtype, one_by_one=not unique and mode == "add_at"
+        )
     elif mode == "add_at" and not unique:
         result = _scatter_add(g, x_flat, positions, values, dtype)
     else:
@@ -373,7 +384,9 @@ def increment_dtypes(node):
             "ONNX Runtime cannot accumulate float16 values at repeated indices; "
             "compute the increment in float32"
         )
-    if node.op.set_instead_of_inc or not (np.dtype(y.type.dtype).kind == "f" and np.dtype(x.type.dtype).kind != "f"):
+    if node.op.set_instead_of_inc or not (
+        np.dtype(y.type.dtype).kind == "f" and np.dtype(x.type.dtype).kind != "f"
+    ):
         return None
     if isinstance(node.op, IncSubtensor):
         # NumPy's in-place add raises unless one element is indexed.
@@ -395,7 +408,13 @@ def inc_subtensor(g, node, x, y, *indices):
     entries = _entries(node, node.inputs[2:], indices)
     shape = node.inputs[0].type.shape
     return _set_or_increment(
-        g, node, x, y, lambda v: _basic(g, v, shape, entries), mode=_write_mode(node.op), unique=True
+        g,
+        node,
+        x,
+        y,
+        lambda v: _basic(g, v, shape, entries),
+        mode=_write_mode(node.op),
+        unique=True,
     )
 
 
@@ -414,5 +433,11 @@ def advanced_inc_subtensor(g, node, x, y, *indices):
     entries = _entries(node, node.inputs[2:], indices)
     shape = node.inputs[0].type.shape
     return _set_or_increment(
-        g, node, x, y, lambda v: _advanced(g, v, shape, entries), mode=_write_mode(node.op), unique=False
+        g,
+        node,
+        x,
+        y,
+        lambda v: _advanced(g, v, shape, entries),
+        mode=_write_mode(node.op),
+        unique=False,
     )

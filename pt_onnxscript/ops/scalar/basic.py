@@ -50,7 +50,6 @@ SIGNED = ("int8", "int16", "int32", "int64")
 UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
 
 
-
 def _dtype(var) -> str:
     return var.type.dtype
 
@@ -63,7 +62,6 @@ def _cast(g, x, src: str, dst: str):
 def _const(g, value, dtype: str):
     """A 0-d constant of PyTensor dtype `dtype`."""
     return g.Constant(value=ir.tensor(np.asarray(value, dtype=dtype)))
-
 
 
 def _never(g, x):
@@ -138,7 +136,11 @@ def switch(g, node, cond, a, b):
 
 # ---------------------------------------------------------------- bitwise
 
-_BITWISE = {ps.OR: ("Or", "BitwiseOr"), ps.XOR: ("Xor", "BitwiseXor"), ps.AND: ("And", "BitwiseAnd")}
+_BITWISE = {
+    ps.OR: ("Or", "BitwiseOr"),
+    ps.XOR: ("Xor", "BitwiseXor"),
+    ps.AND: ("And", "BitwiseAnd"),
+}
 
 
 @register_scalar(*_BITWISE)

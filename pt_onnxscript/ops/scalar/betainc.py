@@ -23,7 +23,6 @@ POWER_TERMS_NEAR_ONE = np.array(0.1)
 SERIES_MAX_X = np.array(0.95)
 
 
-
 @script()
 def _power_terms(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], y: DOUBLE[...]) -> DOUBLE[...]:
     """x^a y^b / B(a, b) through Lanczos' approximation (Boost's ibeta_power_terms): no
@@ -34,7 +33,9 @@ def _power_terms(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], y: DOUBLE[...])
     agh = a + g - half
     bgh = b + g - half
     cgh = a + b + g - half
-    lanczos = _lanczos_sum_expg_scaled(a + b) / _lanczos_sum_expg_scaled(a) / _lanczos_sum_expg_scaled(b)
+    lanczos = (
+        _lanczos_sum_expg_scaled(a + b) / _lanczos_sum_expg_scaled(a) / _lanczos_sum_expg_scaled(b)
+    )
     result = lanczos * op18.Sqrt(bgh / op18.CastLike(E, a)) * op18.Sqrt(agh / cgh)
     l1 = (x * b - y * agh) / agh
     l2 = (y * a - x * bgh) / bgh
@@ -78,7 +79,9 @@ def _power_series(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]
 
 
 @script()
-def _continued_fraction(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], second: BOOL[...]) -> DOUBLE[...]:
+def _continued_fraction(
+    a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], second: BOOL[...]
+) -> DOUBLE[...]:
     """Cephes' incbcf, or incbd where `second` (in z = x / (1 - x)): convergents rescaled past
     2^52, at most 300 steps.
 
@@ -92,10 +95,15 @@ def _continued_fraction(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], second: 
     thresh = op18.CastLike(3.0, a) * op18.CastLike(MACHEP, a)
     axis = op18.Constant(value_ints=[0])
     z = op18.Where(second, x / (one - x), x)
-    state = op18.Concat(op18.Unsqueeze(zero * z, axis), op18.Unsqueeze(one + zero * z, axis),
-                        op18.Unsqueeze(one + zero * z, axis), op18.Unsqueeze(one + zero * z, axis),
-                        op18.Unsqueeze(one + zero * z, axis), op18.Unsqueeze(one + zero * z, axis),
-                        axis=0)
+    state = op18.Concat(
+        op18.Unsqueeze(zero * z, axis),
+        op18.Unsqueeze(one + zero * z, axis),
+        op18.Unsqueeze(one + zero * z, axis),
+        op18.Unsqueeze(one + zero * z, axis),
+        op18.Unsqueeze(one + zero * z, axis),
+        op18.Unsqueeze(one + zero * z, axis),
+        axis=0,
+    )
     pending = op18.Not(op18.IsNaN(z))
     for i in range(300):
         n = op18.CastLike(i, a)
@@ -127,9 +135,15 @@ def _continued_fraction(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], second: 
         ans = op18.Where(moved, r, state[4])
         down = op18.Where(op18.Abs(qk) + op18.Abs(pk) > big, biginv, one)
         up = op18.Where(op18.Or(op18.Abs(qk) < biginv, op18.Abs(pk) < biginv), big, one)
-        updated = op18.Concat(op18.Unsqueeze(pkm1 * down * up, axis), op18.Unsqueeze(pk * down * up, axis),
-                              op18.Unsqueeze(qkm1 * down * up, axis), op18.Unsqueeze(qk * down * up, axis),
-                              op18.Unsqueeze(ans, axis), op18.Unsqueeze(r, axis), axis=0)
+        updated = op18.Concat(
+            op18.Unsqueeze(pkm1 * down * up, axis),
+            op18.Unsqueeze(pk * down * up, axis),
+            op18.Unsqueeze(qkm1 * down * up, axis),
+            op18.Unsqueeze(qk * down * up, axis),
+            op18.Unsqueeze(ans, axis),
+            op18.Unsqueeze(r, axis),
+            axis=0,
+        )
         state = op18.Where(op18.Unsqueeze(pending, axis), updated, state)
         pending = op18.And(pending, op18.Not(t < thresh))
         finished = op18.Not(op18.Cast(_any(op18.CastLike(pending, a)), to=BOOL.dtype))
@@ -177,8 +191,9 @@ def betainc(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     at_one = op18.Or(op18.Equal(b, zero), op18.IsInf(a))
     result = op18.Where(at_zero, one, op18.Where(at_one, zero, result))
     result = op18.Where(op18.Equal(x, zero), zero, op18.Where(op18.Equal(x, one), one, result))
-    invalid = op18.Or(op18.Or(op18.Not(a >= zero), op18.Not(b >= zero)),
-                      op18.Or(x < zero, op18.Not(x <= one)))
+    invalid = op18.Or(
+        op18.Or(op18.Not(a >= zero), op18.Not(b >= zero)), op18.Or(x < zero, op18.Not(x <= one))
+    )
     invalid = op18.Or(invalid, op18.And(at_zero, at_one))
     return op18.Where(invalid, op18.CastLike(NAN, a), result)
 

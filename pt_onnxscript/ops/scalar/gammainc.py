@@ -31,17 +31,40 @@ TWO_PI = np.array(2 * np.pi)
 ZETA = np.concatenate([[0.0, 0.0], zeta(np.arange(2, 42), 1)])
 # Boost's Lanczos approximation (N = 13, g = 6.0247): the scaled sum, numerator over denominator.
 LANCZOS_G = np.array(6.024680040776729583740234375)
-LANCZOS_NUM = np.array([
-    0.006061842346248906525783753964555936883222, 0.5098416655656676188125178644804694509993,
-    19.51992788247617482847860966235652136208, 449.9445569063168119446858607650988409623,
-    6955.999602515376140356310115515198987526, 75999.29304014542649875303443598909137092,
-    601859.6171681098786670226533699352302507, 3481712.15498064590882071018964774556468,
-    14605578.08768506808414169982791359218571, 43338889.32467613834773723740590533316085,
-    86363131.28813859145546927288977868422342, 103794043.1163445451906271053616070238554,
-    56906521.91347156388090791033559122686859,
-])
-LANCZOS_DENOM = np.array([1.0, 66.0, 1925.0, 32670.0, 357423.0, 2637558.0, 13339535.0, 45995730.0,
-                          105258076.0, 150917976.0, 120543840.0, 39916800.0, 0.0])
+LANCZOS_NUM = np.array(
+    [
+        0.006061842346248906525783753964555936883222,
+        0.5098416655656676188125178644804694509993,
+        19.51992788247617482847860966235652136208,
+        449.9445569063168119446858607650988409623,
+        6955.999602515376140356310115515198987526,
+        75999.29304014542649875303443598909137092,
+        601859.6171681098786670226533699352302507,
+        3481712.15498064590882071018964774556468,
+        14605578.08768506808414169982791359218571,
+        43338889.32467613834773723740590533316085,
+        86363131.28813859145546927288977868422342,
+        103794043.1163445451906271053616070238554,
+        56906521.91347156388090791033559122686859,
+    ]
+)
+LANCZOS_DENOM = np.array(
+    [
+        1.0,
+        66.0,
+        1925.0,
+        32670.0,
+        357423.0,
+        2637558.0,
+        13339535.0,
+        45995730.0,
+        105258076.0,
+        150917976.0,
+        120543840.0,
+        39916800.0,
+        0.0,
+    ]
+)
 TEMME = TEMME_D
 ZERO_VECTOR = np.array([0.0])
 
@@ -49,8 +72,14 @@ ZERO_VECTOR = np.array([0.0])
 @script()
 def _any(pending: DOUBLE[...]) -> DOUBLE[...]:
     """1.0 if some element of the 0/1 tensor `pending` is 1 (0.0 for an empty tensor)."""
-    return op18.ReduceMax(op18.Concat(op18.Reshape(pending, op18.Constant(value_ints=[-1])),
-                                      op18.CastLike(ZERO_VECTOR, pending), axis=0), keepdims=0)
+    return op18.ReduceMax(
+        op18.Concat(
+            op18.Reshape(pending, op18.Constant(value_ints=[-1])),
+            op18.CastLike(ZERO_VECTOR, pending),
+            axis=0,
+        ),
+        keepdims=0,
+    )
 
 
 @script()
@@ -94,7 +123,9 @@ def log1pmx(x: DOUBLE[...]) -> DOUBLE[...]:
         live = op18.Cast(pending, to=BOOL.dtype)
         xfac = op18.Where(live, xfac_new, xfac)
         res = op18.Where(live, res_new, res)
-        pending = op18.CastLike(op18.And(live, op18.Not(op18.Abs(term) < machep * op18.Abs(res_new))), x)
+        pending = op18.CastLike(
+            op18.And(live, op18.Not(op18.Abs(term) < machep * op18.Abs(res_new))), x
+        )
         pending = op18.Where(n < op18.CastLike(500.0, x), pending, zero)
         n = n + one
         go = op18.Cast(_any(pending), to=BOOL.dtype)
@@ -119,7 +150,9 @@ def _lgam1p_taylor(x: DOUBLE[...]) -> DOUBLE[...]:
         live = op18.Cast(pending, to=BOOL.dtype)
         xfac = op18.Where(live, xfac_new, xfac)
         res = op18.Where(live, res_new, res)
-        pending = op18.CastLike(op18.And(live, op18.Not(op18.Abs(coeff) < machep * op18.Abs(res_new))), x)
+        pending = op18.CastLike(
+            op18.And(live, op18.Not(op18.Abs(coeff) < machep * op18.Abs(res_new))), x
+        )
         n = n + op18.Constant(value_int=1)
         pending = op18.Where(n < op18.Constant(value_int=42), pending, zero)
         go = op18.Cast(_any(pending), to=BOOL.dtype)
@@ -133,8 +166,12 @@ def _lgam1p(x: DOUBLE[...]) -> DOUBLE[...]:
     half = op18.CastLike(0.5, x)
     near_zero = op18.Abs(x) <= half
     near_one = op18.Abs(x - one) < half
-    taylor = _lgam1p_taylor(op18.Where(near_zero, x, op18.Where(near_one, x - one, x * op18.CastLike(0.0, x))))
-    result = op18.Where(near_one, op18.Log(x) + taylor, _lgamma_positive(op18.Where(near_zero, one, x) + one))
+    taylor = _lgam1p_taylor(
+        op18.Where(near_zero, x, op18.Where(near_one, x - one, x * op18.CastLike(0.0, x)))
+    )
+    result = op18.Where(
+        near_one, op18.Log(x) + taylor, _lgamma_positive(op18.Where(near_zero, one, x) + one)
+    )
     return op18.Where(near_zero, taylor, result)
 
 
@@ -198,9 +235,16 @@ def _igamc_continued_fraction(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     ax = _igam_fac(a, x)
     y = one - a
     z = x + y + one
-    terms = op18.Concat(op18.Unsqueeze(zero * a, axis), op18.Unsqueeze(y, axis), op18.Unsqueeze(z, axis),
-                        op18.Unsqueeze(one + zero * a, axis), op18.Unsqueeze(x + one, axis),
-                        op18.Unsqueeze(x, axis), op18.Unsqueeze(z * x, axis), axis=0)
+    terms = op18.Concat(
+        op18.Unsqueeze(zero * a, axis),
+        op18.Unsqueeze(y, axis),
+        op18.Unsqueeze(z, axis),
+        op18.Unsqueeze(one + zero * a, axis),
+        op18.Unsqueeze(x + one, axis),
+        op18.Unsqueeze(x, axis),
+        op18.Unsqueeze(z * x, axis),
+        axis=0,
+    )
     ans = (x + one) / (z * x)
     pending = op18.CastLike(op18.Not(op18.Equal(ax, zero)), a)
     for i in range(2000):
@@ -220,9 +264,16 @@ def _igamc_continued_fraction(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
         t = op18.Where(nonzero, op18.Abs((ans - r) / r), one)
         ans = op18.Where(op18.And(live, nonzero), r, ans)
         rescale = op18.Where(op18.Abs(pk) > big, biginv, one)
-        terms = op18.Concat(op18.Unsqueeze(c, axis), op18.Unsqueeze(y, axis), op18.Unsqueeze(z, axis),
-                            op18.Unsqueeze(pkm1 * rescale, axis), op18.Unsqueeze(pk * rescale, axis),
-                            op18.Unsqueeze(qkm1 * rescale, axis), op18.Unsqueeze(qk * rescale, axis), axis=0)
+        terms = op18.Concat(
+            op18.Unsqueeze(c, axis),
+            op18.Unsqueeze(y, axis),
+            op18.Unsqueeze(z, axis),
+            op18.Unsqueeze(pkm1 * rescale, axis),
+            op18.Unsqueeze(pk * rescale, axis),
+            op18.Unsqueeze(qkm1 * rescale, axis),
+            op18.Unsqueeze(qk * rescale, axis),
+            axis=0,
+        )
         pending = op18.CastLike(op18.And(live, op18.Not(t <= machep)), a)
         finished = op18.Not(op18.Cast(_any(pending), to=BOOL.dtype))
         if finished:
@@ -248,7 +299,9 @@ def _igamc_series(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
         total_new = total + term
         fac = op18.Where(live, fac_new, fac)
         total = op18.Where(live, total_new, total)
-        pending = op18.CastLike(op18.And(live, op18.Not(op18.Abs(term) <= machep * op18.Abs(total_new))), a)
+        pending = op18.CastLike(
+            op18.And(live, op18.Not(op18.Abs(term) <= machep * op18.Abs(total_new))), a
+        )
         n = n + one
         pending = op18.Where(n < op18.CastLike(2000.0, a), pending, zero)
         go = op18.Cast(_any(pending), to=BOOL.dtype)
@@ -272,7 +325,9 @@ def _temme_ck(eta: DOUBLE[...], row: DOUBLE[...]) -> DOUBLE[...]:
         term = op18.Gather(row, n) * power
         ck_new = ck + term
         ck = op18.Where(live, ck_new, ck)
-        pending = op18.CastLike(op18.And(live, op18.Not(op18.Abs(term) < machep * op18.Abs(ck_new))), eta)
+        pending = op18.CastLike(
+            op18.And(live, op18.Not(op18.Abs(term) < machep * op18.Abs(ck_new))), eta
+        )
         power = power * eta
         n = n + op18.Constant(value_int=1)
         pending = op18.Where(n < op18.Constant(value_int=25), pending, zero)
@@ -310,15 +365,19 @@ def _temme_asymptotic(a: DOUBLE[...], x: DOUBLE[...], sign: DOUBLE[...]) -> DOUB
         finished = op18.Not(op18.Cast(_any(pending), to=BOOL.dtype))
         if finished:
             break
-    return res + sign * op18.Exp(-half * a * eta * eta) * total / op18.Sqrt(op18.CastLike(TWO_PI, a) * a)
+    return res + sign * op18.Exp(-half * a * eta * eta) * total / op18.Sqrt(
+        op18.CastLike(TWO_PI, a) * a
+    )
 
 
 @script()
 def _asymptotic_domain(a: DOUBLE[...], x: DOUBLE[...]) -> BOOL[...]:
     """Where SciPy takes Temme's expansion: a ~ x with a in (20, 200), or a > 200 closer."""
     ratio = op18.Abs(x - a) / a
-    middle = op18.And(op18.And(a > op18.CastLike(20.0, a), a < op18.CastLike(200.0, a)),
-                      ratio < op18.CastLike(POINT_THREE, a))
+    middle = op18.And(
+        op18.And(a > op18.CastLike(20.0, a), a < op18.CastLike(200.0, a)),
+        ratio < op18.CastLike(POINT_THREE, a),
+    )
     large = op18.And(a > op18.CastLike(200.0, a), ratio < op18.CastLike(4.5, a) / op18.Sqrt(a))
     return op18.Or(middle, large)
 
@@ -328,12 +387,16 @@ def _is_special(a: DOUBLE[...], x: DOUBLE[...]) -> BOOL[...]:
     """Where a or x is 0, inf, NaN or negative: the cases SciPy answers before any expansion."""
     zero = op18.CastLike(0.0, a)
     bad = op18.Or(op18.Or(x < zero, a < zero), op18.Or(op18.IsNaN(a), op18.IsNaN(x)))
-    edges = op18.Or(op18.Or(op18.Equal(a, zero), op18.Equal(x, zero)), op18.Or(op18.IsInf(a), op18.IsInf(x)))
+    edges = op18.Or(
+        op18.Or(op18.Equal(a, zero), op18.Equal(x, zero)), op18.Or(op18.IsInf(a), op18.IsInf(x))
+    )
     return op18.Or(bad, edges)
 
 
 @script()
-def _special_value(a: DOUBLE[...], x: DOUBLE[...], at_zero_x: DOUBLE[...], at_inf_x: DOUBLE[...]) -> DOUBLE[...]:
+def _special_value(
+    a: DOUBLE[...], x: DOUBLE[...], at_zero_x: DOUBLE[...], at_inf_x: DOUBLE[...]
+) -> DOUBLE[...]:
     """The value in those cases: `at_zero_x` at x = 0 (P: 0, Q: 1) and for a = inf, `at_inf_x`
     at x = inf and for a = 0 < x, NaN out of the domain and for a = x = inf."""
     zero = op18.CastLike(0.0, a)
@@ -362,19 +425,35 @@ def gammaincc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     large_x = x > op18.CastLike(ONE_POINT_ONE, a)
     small_x = x <= op18.CastLike(0.5, a)
     middle_x = op18.Not(op18.Or(large_x, small_x))
-    p_series = op18.Or(op18.And(large_x, x < a), op18.Or(
-        op18.And(small_x, -op18.CastLike(POINT_FOUR, a) / op18.Log(x) < a),
-        op18.And(middle_x, x * op18.CastLike(ONE_POINT_ONE, a) < a)))
+    p_series = op18.Or(
+        op18.And(large_x, x < a),
+        op18.Or(
+            op18.And(small_x, -op18.CastLike(POINT_FOUR, a) / op18.Log(x) < a),
+            op18.And(middle_x, x * op18.CastLike(ONE_POINT_ONE, a) < a),
+        ),
+    )
     fraction = op18.And(large_x, op18.Not(p_series))
     q_series = op18.And(op18.Not(large_x), op18.Not(p_series))
     p_series = op18.And(op18.And(regular, op18.Not(asymptotic)), p_series)
     fraction = op18.And(op18.And(regular, op18.Not(asymptotic)), fraction)
     q_series = op18.And(op18.And(regular, op18.Not(asymptotic)), q_series)
     a_asymptotic = op18.Where(asymptotic, a, one)
-    result = _temme_asymptotic(a_asymptotic, op18.Where(asymptotic, x, one), one + zero * a_asymptotic)
-    result = op18.Where(p_series, one - _igam_series(op18.Where(p_series, a, one), op18.Where(p_series, x, one)), result)
-    result = op18.Where(fraction, _igamc_continued_fraction(op18.Where(fraction, a, one), op18.Where(fraction, x, one + one)), result)
-    result = op18.Where(q_series, _igamc_series(op18.Where(q_series, a, one), op18.Where(q_series, x, one)), result)
+    result = _temme_asymptotic(
+        a_asymptotic, op18.Where(asymptotic, x, one), one + zero * a_asymptotic
+    )
+    result = op18.Where(
+        p_series,
+        one - _igam_series(op18.Where(p_series, a, one), op18.Where(p_series, x, one)),
+        result,
+    )
+    result = op18.Where(
+        fraction,
+        _igamc_continued_fraction(op18.Where(fraction, a, one), op18.Where(fraction, x, one + one)),
+        result,
+    )
+    result = op18.Where(
+        q_series, _igamc_series(op18.Where(q_series, a, one), op18.Where(q_series, x, one)), result
+    )
     return op18.Where(special, value, result)
 
 
@@ -393,9 +472,15 @@ def gammainc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     upper = op18.And(op18.And(regular, op18.Not(asymptotic)), op18.And(x > one, x > a))
     series = op18.And(op18.And(regular, op18.Not(asymptotic)), op18.Not(upper))
     a_asymptotic = op18.Where(asymptotic, a, one)
-    result = _temme_asymptotic(a_asymptotic, op18.Where(asymptotic, x, one), zero * a_asymptotic - one)
-    result = op18.Where(upper, one - gammaincc(op18.Where(upper, a, one), op18.Where(upper, x, one + one)), result)
-    result = op18.Where(series, _igam_series(op18.Where(series, a, one), op18.Where(series, x, one)), result)
+    result = _temme_asymptotic(
+        a_asymptotic, op18.Where(asymptotic, x, one), zero * a_asymptotic - one
+    )
+    result = op18.Where(
+        upper, one - gammaincc(op18.Where(upper, a, one), op18.Where(upper, x, one + one)), result
+    )
+    result = op18.Where(
+        series, _igam_series(op18.Where(series, a, one), op18.Where(series, x, one)), result
+    )
     return op18.Where(special, value, result)
 
 
@@ -415,7 +500,12 @@ def gammal(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     return op18.Mul(p, g)
 
 
-_FUNCTIONS = {psm.GammaInc: gammainc, psm.GammaIncC: gammaincc, psm.GammaU: gammau, psm.GammaL: gammal}
+_FUNCTIONS = {
+    psm.GammaInc: gammainc,
+    psm.GammaIncC: gammaincc,
+    psm.GammaU: gammau,
+    psm.GammaL: gammal,
+}
 
 
 @register_scalar(*_FUNCTIONS)

@@ -40,8 +40,12 @@ def scalar_loop(g, node, n_steps, *inputs):
         *values, done = state
         active = g.And(g.Less(i, steps), g.Not(done))
         results = translate_inner_graph(
-            g, op.fgraph.inputs, op.fgraph.outputs, op.fgraph.toposort(),
-            [*values, *constants], scalar=True,
+            g,
+            op.fgraph.inputs,
+            op.fgraph.outputs,
+            op.fgraph.toposort(),
+            [*values, *constants],
+            scalar=True,
         )
         new_values = [
             where(g, active, new, old, dtype)

@@ -557,7 +557,6 @@ def erfc(x: TFloat) -> TFloat:
 # ---------------------------------------------------------------- translations
 
 
-
 def _computed_inputs(g, node, inputs):
     """The inputs in the dtype the node computes in: its output dtype, float32 for float16."""
     out = node.outputs[0].type.dtype

@@ -28,7 +28,9 @@ from pt_onnxscript.registry import register_scalar
 
 # Cephes lgam's three-term Stirling series (x >= 1000), psi's and gamma's thresholds, and
 # the tail below which erfcinv takes the asymptotic start.
-LGAM_SHORT = np.array([7.9365079365079365079365e-4, -2.7777777777777777777778e-3, 0.0833333333333333333333])
+LGAM_SHORT = np.array(
+    [7.9365079365079365079365e-4, -2.7777777777777777777778e-3, 0.0833333333333333333333]
+)
 PSI_SERIES_MAX = np.array(1.0e17)
 GAMMA_TINY = np.array(1.0e-9)
 ERFCINV_TINY = np.array(1.0e-10)
@@ -39,18 +41,39 @@ MAXLGM = np.array(2.556348e305)
 LOG_HALF = np.array(np.log(0.5))
 
 # Cephes lgam: A for Stirling's series, B/C for lgamma on [2, 3).
-LGAM_A = np.array([8.11614167470508450300e-4, -5.95061904284301438324e-4,
-                   7.93650340457716943945e-4, -2.77777777730099687205e-3,
-                   8.33333333333331927722e-2])
-LGAM_B = np.array([-1.37825152569120859100e3, -3.88016315134637840924e4,
-                   -3.31612992738871184744e5, -1.16237097492762307383e6,
-                   -1.72173700820839662146e6, -8.53555664245765465627e5])
-LGAM_C = np.array([-3.51815701436523470549e2, -1.70642106651881159223e4,
-                   -2.20528590553854454839e5, -1.13933444367982507207e6,
-                   -2.53252307177582951285e6, -2.01889141433532773231e6])
+LGAM_A = np.array(
+    [
+        8.11614167470508450300e-4,
+        -5.95061904284301438324e-4,
+        7.93650340457716943945e-4,
+        -2.77777777730099687205e-3,
+        8.33333333333331927722e-2,
+    ]
+)
+LGAM_B = np.array(
+    [
+        -1.37825152569120859100e3,
+        -3.88016315134637840924e4,
+        -3.31612992738871184744e5,
+        -1.16237097492762307383e6,
+        -1.72173700820839662146e6,
+        -8.53555664245765465627e5,
+    ]
+)
+LGAM_C = np.array(
+    [
+        -3.51815701436523470549e2,
+        -1.70642106651881159223e4,
+        -2.20528590553854454839e5,
+        -1.13933444367982507207e6,
+        -2.53252307177582951285e6,
+        -2.01889141433532773231e6,
+    ]
+)
 # sin(t) = t * sum_k SIN[k] t^(2k) for |t| <= pi/2 (Taylor, truncation below 1e-18).
-SIN_TAYLOR = np.array([(-1.0) ** k / float(np.prod(np.arange(1, 2 * k + 2, dtype=float)))
-                       for k in range(11)])
+SIN_TAYLOR = np.array(
+    [(-1.0) ** k / float(np.prod(np.arange(1, 2 * k + 2, dtype=float))) for k in range(11)]
+)
 
 
 @script()
@@ -127,14 +150,38 @@ PSI_Y = np.array(np.float32(0.99558162689208984))
 PSI_ROOT1 = np.array(1569415565.0 / 1073741824.0)
 PSI_ROOT2 = np.array((381566830.0 / 1073741824.0) / 1073741824.0)
 PSI_ROOT3 = np.array(0.9016312093258695918615325266959189453125e-19)
-PSI_P = np.array([-0.0020713321167745952, -0.045251321448739056, -0.28919126444774784,
-                  -0.65031853770896507, -0.32555031186804491, 0.25479851061131551])
-PSI_Q = np.array([-0.55789841321675513e-6, 0.0021284987017821144, 0.054151797245674225,
-                  0.43593529692665969, 1.4606242909763515, 2.0767117023730469, 1.0])
-PSI_A = np.array([8.33333333333333333333e-2, -2.10927960927960927961e-2,
-                  7.57575757575757575758e-3, -4.16666666666666666667e-3,
-                  3.96825396825396825397e-3, -8.33333333333333333333e-3,
-                  8.33333333333333333333e-2])
+PSI_P = np.array(
+    [
+        -0.0020713321167745952,
+        -0.045251321448739056,
+        -0.28919126444774784,
+        -0.65031853770896507,
+        -0.32555031186804491,
+        0.25479851061131551,
+    ]
+)
+PSI_Q = np.array(
+    [
+        -0.55789841321675513e-6,
+        0.0021284987017821144,
+        0.054151797245674225,
+        0.43593529692665969,
+        1.4606242909763515,
+        2.0767117023730469,
+        1.0,
+    ]
+)
+PSI_A = np.array(
+    [
+        8.33333333333333333333e-2,
+        -2.10927960927960927961e-2,
+        7.57575757575757575758e-3,
+        -4.16666666666666666667e-3,
+        3.96825396825396825397e-3,
+        -8.33333333333333333333e-3,
+        8.33333333333333333333e-2,
+    ]
+)
 
 
 def _harmonic_minus_euler() -> np.ndarray:
@@ -190,7 +237,9 @@ def psi(x: DOUBLE[...]) -> DOUBLE[...]:
     integer = op18.Equal(x, op18.Floor(x))
     table = op18.Gather(
         op18.CastLike(PSI_AT_INTEGERS, x),
-        op18.Cast(op18.Where(op18.IsNaN(x), zero, op18.Min(op18.Max(x, zero), ten)), to=INT64.dtype),
+        op18.Cast(
+            op18.Where(op18.IsNaN(x), zero, op18.Min(op18.Max(x, zero), ten)), to=INT64.dtype
+        ),
     )
     result = op18.Where(op18.And(integer, op18.And(x > zero, x <= ten)), table, result)
     result = op18.Where(op18.And(integer, negative), op18.CastLike(NAN, x), result)
@@ -215,7 +264,9 @@ def erfcx(x: DOUBLE[...]) -> DOUBLE[...]:
     r_s = erfc_tail_exponent(a)
     tail = op18.Exp(r_s - op18.CastLike(0.5625, x)) / a
     # 1/(x sqrt(pi)) (1 - 1/(2x^2) + 3/(4x^4) - ...): 8 terms are exact to the last bit from 28.
-    series = ((((((c[7] * s + c[6]) * s + c[5]) * s + c[4]) * s + c[3]) * s + c[2]) * s + c[1]) * s + c[0]
+    series = (
+        (((((c[7] * s + c[6]) * s + c[5]) * s + c[4]) * s + c[3]) * s + c[2]) * s + c[1]
+    ) * s + c[0]
     asymptotic = op18.CastLike(INV_SQRT_PI, x) * series / a
     far = op18.Where(a < op18.CastLike(28.0, x), tail, asymptotic)
     # exp(x^2) = exp(h^2) exp((x - h)(x + h)), h = x rounded to 24 bits so h^2 is exact.
@@ -235,7 +286,6 @@ def log1mexp(x: DOUBLE[...]) -> DOUBLE[...]:
         log1p(op18.Neg(op18.Exp(x))),
         op18.Log(op18.Neg(expm1(x))),
     )
-
 
 
 TRIGAMMA_B = np.array([1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6])
@@ -260,25 +310,53 @@ def trigamma(x: DOUBLE[...]) -> DOUBLE[...]:
         w = op18.Where(small, w + one, w)
     z = one / w
     z2 = z * z
-    tail = ((((((b[6] * z2 + b[5]) * z2 + b[4]) * z2 + b[3]) * z2 + b[2]) * z2 + b[1]) * z2 + b[0]) * z2
+    tail = (
+        (((((b[6] * z2 + b[5]) * z2 + b[4]) * z2 + b[3]) * z2 + b[2]) * z2 + b[1]) * z2 + b[0]
+    ) * z2
     positive = total + (z + half * z2 + z * tail)
     r = x - op18.Round(x)
     sine = _sin_small(op18.CastLike(PI, x) * r)
     reflected = op18.CastLike(PI_SQUARED, x) / (sine * sine) - positive
     result = op18.Where(negative, reflected, positive)
-    pole = op18.Or(op18.And(negative, op18.Equal(x, op18.Floor(x))), op18.Equal(x, -op18.CastLike(INF, x)))
+    pole = op18.Or(
+        op18.And(negative, op18.Equal(x, op18.Floor(x))), op18.Equal(x, -op18.CastLike(INF, x))
+    )
     return op18.Where(pole, op18.CastLike(INF, x), result)
 
 
 # Cephes gamma: P/Q on [2, 3), Stirling's STIR from 33 on.
-GAMMA_P = np.array([1.60119522476751861407e-4, 1.19135147006586384913e-3, 1.04213797561761569935e-2,
-                    4.76367800457137231464e-2, 2.07448227648435975150e-1, 4.94214826801497100753e-1,
-                    9.99999999999999996796e-1])
-GAMMA_Q = np.array([-2.31581873324120129819e-5, 5.39605580493303397842e-4, -4.45641913851797240494e-3,
-                    1.18139785222060435552e-2, 3.58236398605498653373e-2, -2.34591795718243348568e-1,
-                    7.14304917030273074085e-2, 1.00000000000000000320e0])
-GAMMA_STIR = np.array([7.87311395793093628397e-4, -2.29549961613378126380e-4, -2.68132617805781232825e-3,
-                       3.47222221605458667310e-3, 8.33333333333482257126e-2])
+GAMMA_P = np.array(
+    [
+        1.60119522476751861407e-4,
+        1.19135147006586384913e-3,
+        1.04213797561761569935e-2,
+        4.76367800457137231464e-2,
+        2.07448227648435975150e-1,
+        4.94214826801497100753e-1,
+        9.99999999999999996796e-1,
+    ]
+)
+GAMMA_Q = np.array(
+    [
+        -2.31581873324120129819e-5,
+        5.39605580493303397842e-4,
+        -4.45641913851797240494e-3,
+        1.18139785222060435552e-2,
+        3.58236398605498653373e-2,
+        -2.34591795718243348568e-1,
+        7.14304917030273074085e-2,
+        1.00000000000000000320e0,
+    ]
+)
+GAMMA_STIR = np.array(
+    [
+        7.87311395793093628397e-4,
+        -2.29549961613378126380e-4,
+        -2.68132617805781232825e-3,
+        3.47222221605458667310e-3,
+        8.33333333333482257126e-2,
+    ]
+)
 SQRT_TWO_PI = np.array(2.50662827463100050242)
 MAXSTIR = np.array(143.01608)
 
@@ -325,8 +403,10 @@ def gamma(x: DOUBLE[...]) -> DOUBLE[...]:
         z = op18.Where(up, z / u, z)
         u = op18.Where(up, u + one, u)
     t = u - two
-    pt_ = ((((((pc[0] * t + pc[1]) * t + pc[2]) * t + pc[3]) * t + pc[4]) * t + pc[5]) * t + pc[6])
-    qt = (((((((qc[0] * t + qc[1]) * t + qc[2]) * t + qc[3]) * t + qc[4]) * t + qc[5]) * t + qc[6]) * t + qc[7])
+    pt_ = (((((pc[0] * t + pc[1]) * t + pc[2]) * t + pc[3]) * t + pc[4]) * t + pc[5]) * t + pc[6]
+    qt = (
+        (((((qc[0] * t + qc[1]) * t + qc[2]) * t + qc[3]) * t + qc[4]) * t + qc[5]) * t + qc[6]
+    ) * t + qc[7]
     recurrence = op18.Where(op18.Equal(u, two), z, z * pt_ / qt)
     at_small = z / ((one + op18.CastLike(EULER, x) * u) * u)
     recurrence = op18.Where(small, at_small, recurrence)
@@ -350,10 +430,32 @@ def gamma(x: DOUBLE[...]) -> DOUBLE[...]:
 
 # Giles, "Approximating the erfinv function" (GPU Gems 2010), single precision: a first guess
 # that Halley's iteration on erf or erfc refines to double precision.
-GILES_CENTRAL = np.array([2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                          0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941])
-GILES_TAIL = np.array([-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
-                       0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682])
+GILES_CENTRAL = np.array(
+    [
+        2.81022636e-08,
+        3.43273939e-07,
+        -3.5233877e-06,
+        -4.39150654e-06,
+        0.00021858087,
+        -0.00125372503,
+        -0.00417768164,
+        0.246640727,
+        1.50140941,
+    ]
+)
+GILES_TAIL = np.array(
+    [
+        -0.000200214257,
+        0.000100950558,
+        0.00134934322,
+        -0.00367342844,
+        0.00573950773,
+        -0.0076224613,
+        0.00943887047,
+        1.00167406,
+        2.83297682,
+    ]
+)
 TWO_OVER_SQRT_PI = np.array(2 / np.sqrt(np.pi))
 
 
@@ -363,9 +465,15 @@ def _erfinv_guess(y: DOUBLE[...], w: DOUBLE[...]) -> DOUBLE[...]:
     c = op18.CastLike(GILES_CENTRAL, y)
     t = op18.CastLike(GILES_TAIL, y)
     u = w - op18.CastLike(2.5, y)
-    central = ((((((((c[0] * u + c[1]) * u + c[2]) * u + c[3]) * u + c[4]) * u + c[5]) * u + c[6]) * u + c[7]) * u + c[8])
+    central = (
+        ((((((c[0] * u + c[1]) * u + c[2]) * u + c[3]) * u + c[4]) * u + c[5]) * u + c[6]) * u
+        + c[7]
+    ) * u + c[8]
     v = op18.Sqrt(w) - op18.CastLike(3.0, y)
-    tail = ((((((((t[0] * v + t[1]) * v + t[2]) * v + t[3]) * v + t[4]) * v + t[5]) * v + t[6]) * v + t[7]) * v + t[8])
+    tail = (
+        ((((((t[0] * v + t[1]) * v + t[2]) * v + t[3]) * v + t[4]) * v + t[5]) * v + t[6]) * v
+        + t[7]
+    ) * v + t[8]
     return op18.Where(w < op18.CastLike(5.0, y), central, tail) * y
 
 

@@ -3,6 +3,8 @@ incomplete gamma ratios, as SciPy's Cephes igam tabulates them (K = N = 25)."""
 
 import numpy as np
 
+# A table: 26 rows of 25 numbers, four per line.
+# fmt: off
 TEMME_D = np.array([
     [
         -0.3333333333333333, 0.08333333333333333, -0.014814814814814815, 0.0011574074074074073,
@@ -230,3 +232,4 @@ TEMME_D = np.array([
         0.48683443692930506,
     ],
 ])
+# fmt: on
