@@ -43,7 +43,7 @@ def newest_opset() -> int:
         proto = ir.serde.serialize_model(ir.Model(graph, ir_version=min_ir_version(opset)))
         try:
             ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-        except Exception:
+        except Exception:  # noqa: BLE001  (ONNX Runtime's errors share no base class)
             break
         newest = opset
     return newest

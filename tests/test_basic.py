@@ -70,7 +70,7 @@ def test_split_sizes_must_add_up():
     x = pt.vector("x")
     sizes = pt.lvector("sizes")
     fn = pytensor.function([x, sizes], pt.split(x, sizes, n_splits=2), mode="ONNX")
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="split sizes"):
         fn(np.ones(5), np.array([2, 2]))
 
 

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from pt_onnxscript.demos import digits  # noqa: E402
-from pt_onnxscript.demos.web import server  # noqa: E402
+from pt_onnxscript.demos import digits
+from pt_onnxscript.demos.web import server
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [

@@ -16,7 +16,7 @@ def test_ifelse_several_outputs(take, rng, opset):
     other = [y.T @ y, pt.cumsum(x)]
     outs = ifelse(c, then, other)
     values = [np.array(1 if take else 0, "int8"), rng.normal(size=3), rng.normal(size=(3, 3))]
-    fn, _ = compare_onnx_and_py(
+    _, _ = compare_onnx_and_py(
         [c, x, y], outs + [pt.switch(c, x, -x)], values, opset=opset, expected_ops=["If"]
     )
 

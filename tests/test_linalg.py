@@ -4,7 +4,6 @@ import pytensor.tensor as pt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from pytensor.tensor.linalg import cho_solve, solve_triangular
 
 from pt_onnxscript.testing import compare_onnx_and_py
@@ -138,7 +137,7 @@ def test_cholesky_reads_only_its_triangle(dtype, lower, n, rng):
 
     a = pt.matrix("a", dtype=dtype)
     value = _garbage_triangle(rng, spd(rng, n).astype(dtype), keep_lower=lower)
-    fn, result = compare_onnx_and_py(
+    _, result = compare_onnx_and_py(
         [a], pt.linalg.cholesky(a, lower=lower), [value], rtol=RTOL[dtype], atol=RTOL[dtype]
     )
     if n:

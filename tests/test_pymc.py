@@ -7,8 +7,8 @@ from pytensor.compile.mode import Mode
 
 pm = pytest.importorskip("pymc")
 
-from pt_onnxscript.pymc_model import export_logp, layout, ravel_point, read_layout  # noqa: E402
-from pt_onnxscript.testing import assert_same  # noqa: E402
+from pt_onnxscript.pymc_model import export_logp, layout, ravel_point, read_layout
+from pt_onnxscript.testing import assert_same
 
 # Reference: PyTensor's own rewrites with its Python linker (same math as the default mode).
 REFERENCE = Mode(linker="py", optimizer="fast_run")

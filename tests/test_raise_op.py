@@ -91,7 +91,7 @@ def test_split_sizes_and_batched_dot_batches_are_checked():
     sizes = pt.vector("sizes", dtype="int64")
     a, b = pt.split(x, sizes, n_splits=2)
     fn = pytensor.function([x, sizes], [a, b], mode="ONNX")
-    first, second = fn(np.arange(5.0), np.array([2, 3]))
+    _, second = fn(np.arange(5.0), np.array([2, 3]))
     np.testing.assert_array_equal(second, [2.0, 3.0, 4.0])
     for bad in ([2, 2], [6, -1]):
         with pytest.raises(ValueError, match="split sizes"):

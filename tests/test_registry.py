@@ -22,7 +22,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def _readme_example() -> str:
     section = README.read_text().split("## Adding a translation", 1)[1].split("\n## ", 1)[0]
-    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
     return code
 
 

@@ -32,7 +32,7 @@ def test_while_loop_stops_each_element_at_its_own_step():
         np.zeros(7, dtype="int32"),
         np.array([2.0, 3.0, 2.0, 2.0, 2.0, 1.0, 2.0]),
     ]
-    fn, results = compare_onnx_and_py([n_steps, x, i, c], outs, values, expected_ops=["Loop"])
+    _, results = compare_onnx_and_py([n_steps, x, i, c], outs, values, expected_ops=["Loop"])
     # Ran out of steps, or had none: the condition did not end the loop.
     assert results[2].tolist() == [True, True, False, False, False, True, False]
 

@@ -44,8 +44,8 @@ def test_taps_nonsequences_and_symbolic_steps(rng, opset):
     k = pt.lscalar("k")
     fib = scan(
         lambda x0, x2, a, b, w: (a + b) * w + x0 - x2,
-        sequences=[dict(input=x, taps=[0, 2])],
-        outputs_info=[dict(initial=pt.ones(3), taps=[-1, -3])],
+        sequences=[{"input": x, "taps": [0, 2]}],
+        outputs_info=[{"initial": pt.ones(3), "taps": [-1, -3]}],
         non_sequences=[w],
     )
     powers = scan(lambda p, w: p * w, outputs_info=[pt.ones(())], non_sequences=[w], n_steps=k)
@@ -130,7 +130,7 @@ def test_random_lengths_and_taps(n, taps, keep):
     out = scan(
         lambda v, *prev: sum(prev) * 0.5 + v,
         sequences=[x],
-        outputs_info=[dict(initial=pt.arange(depth, dtype="float64"), taps=taps)],
+        outputs_info=[{"initial": pt.arange(depth, dtype="float64"), "taps": taps}],
     )
     compare_onnx_and_py([x], [out, out[-keep:]], [np.linspace(-1, 1, n)])
 

@@ -4,6 +4,7 @@ import functools
 import http.server
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 PAGE = Path(__file__).parent
 ORT_DIST = PAGE / "node_modules" / "onnxruntime-web" / "dist"
@@ -13,7 +14,7 @@ ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-th
 class Handler(http.server.SimpleHTTPRequestHandler):
     """Serves the page from this package, /ort/ from onnxruntime-web, the rest from the site."""
 
-    extensions_map = {
+    extensions_map: ClassVar[dict[str, str]] = {
         ".html": "text/html; charset=utf-8",
         ".mjs": "text/javascript",
         ".js": "text/javascript",
