@@ -331,8 +331,9 @@ def _add_truncating(g, x, positions, values, dtype: str, y_dtype: str, one_by_on
     return loop(g, count, [x], step, "add_at")[0]
 
 
-def _set_or_increment(g, node, x, y, read, *, mode: str, unique: bool):
+def _set_or_increment(g, node, x, y, read, *, unique: bool):
     """x with the elements `read` selects set to y, incremented by y, or y added at (np.add.at)."""
+    mode = _write_mode(node.op)
     dtype = node.outputs[0].type.dtype
     y_dtype = node.inputs[1].type.dtype
     # NumPy adds a float increment to an integer x in the float dtype and truncates the sum,
@@ -413,7 +414,6 @@ def inc_subtensor(g, node, x, y, *indices):
         x,
         y,
         lambda v: _basic(g, v, shape, entries),
-        mode=_write_mode(node.op),
         unique=True,
     )
 
@@ -422,9 +422,7 @@ def inc_subtensor(g, node, x, y, *indices):
 def advanced_inc_subtensor1(g, node, x, y, index):
     """AdvancedIncSubtensor1 -> ScatterElements at Gather(positions, index): repeats accumulate."""
     index = _int64(g, index)
-    return _set_or_increment(
-        g, node, x, y, lambda v: g.Gather(v, index, axis=0), mode=_write_mode(node.op), unique=False
-    )
+    return _set_or_increment(g, node, x, y, lambda v: g.Gather(v, index, axis=0), unique=False)
 
 
 @register(AdvancedIncSubtensor)
@@ -438,6 +436,5 @@ def advanced_inc_subtensor(g, node, x, y, *indices):
         x,
         y,
         lambda v: _advanced(g, v, shape, entries),
-        mode=_write_mode(node.op),
         unique=False,
     )

@@ -411,17 +411,26 @@ def _special_value(
 
 
 @script()
+def _domains(
+    a: DOUBLE[...], x: DOUBLE[...]
+) -> tuple[DOUBLE[...], DOUBLE[...], BOOL[...], BOOL[...]]:
+    """a and x broadcast together, where the value is a special case, and where Temme's
+    expansion computes it (SciPy's choices, shared by P and Q)."""
+    a_b = op18.Expand(a, op18.Shape(x))
+    x_b = op18.Expand(x, op18.Shape(a))
+    special = _is_special(a_b, x_b)
+    asymptotic = op18.And(op18.Not(special), _asymptotic_domain(a_b, x_b))
+    return a_b, x_b, special, asymptotic
+
+
+@script()
 def gammaincc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     """Q(a, x) = Gamma(a, x) / Gamma(a): SciPy's igamc."""
     zero = op18.CastLike(0.0, a)
     one = op18.CastLike(1.0, a)
-    a_b = op18.Expand(a, op18.Shape(x))
-    x = op18.Expand(x, op18.Shape(a))
-    a = a_b
-    special = _is_special(a, x)
+    a, x, special, asymptotic = _domains(a, x)
     value = _special_value(a, x, one, zero)
     regular = op18.Not(special)
-    asymptotic = op18.And(regular, _asymptotic_domain(a, x))
     large_x = x > op18.CastLike(ONE_POINT_ONE, a)
     small_x = x <= op18.CastLike(0.5, a)
     middle_x = op18.Not(op18.Or(large_x, small_x))
@@ -462,13 +471,9 @@ def gammainc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     """P(a, x) = gamma(a, x) / Gamma(a): SciPy's igam (1 - igamc beyond x = max(1, a))."""
     zero = op18.CastLike(0.0, a)
     one = op18.CastLike(1.0, a)
-    a_b = op18.Expand(a, op18.Shape(x))
-    x = op18.Expand(x, op18.Shape(a))
-    a = a_b
-    special = _is_special(a, x)
+    a, x, special, asymptotic = _domains(a, x)
     value = _special_value(a, x, zero, one)
     regular = op18.Not(special)
-    asymptotic = op18.And(regular, _asymptotic_domain(a, x))
     upper = op18.And(op18.And(regular, op18.Not(asymptotic)), op18.And(x > one, x > a))
     series = op18.And(op18.And(regular, op18.Not(asymptotic)), op18.Not(upper))
     a_asymptotic = op18.Where(asymptotic, a, one)
