@@ -217,9 +217,9 @@ def i2e(x: DOUBLE[...]) -> DOUBLE[...]:
     z = op18.Abs(x)
     c = op18.CastLike(I2_SERIES, x)
     q = x * x / op18.CastLike(4.0, x)
-    total = c[15] + op18.CastLike(0.0, x) * x
-    for k in range(15):
-        total = total * q + op18.Gather(c, 14 - k)
+    high = ((((c[15] * q + c[14]) * q + c[13]) * q + c[12]) * q + c[11]) * q + c[10]
+    middle = ((((high * q + c[9]) * q + c[8]) * q + c[7]) * q + c[6]) * q + c[5]
+    total = ((((middle * q + c[4]) * q + c[3]) * q + c[2]) * q + c[1]) * q + c[0]
     series = q * total * op18.Exp(-z)
     recurrence = i0e(x) - two * i1e(x) / op18.Where(z < two, two, x)
     result = op18.Where(z < two, series, recurrence)
