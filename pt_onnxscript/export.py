@@ -68,6 +68,7 @@ def function_to_model(
     dims: Mapping[str, Sequence[Dim]] | None = None,
     shared: str = "bake",
     output_names: Sequence[str] | None = None,
+    optimize: bool = True,
 ) -> ir.Model:
     """The ONNX model of compiled function `fn` (its rewritten graph, as it runs)."""
     if shared not in SHARED_CHOICES:
@@ -98,6 +99,7 @@ def function_to_model(
         output_names=names,
         dims={name: d for name, d in (dims or {}).items()},
         baked=baked,
+        optimize=optimize,
     )
 
 
@@ -154,6 +156,7 @@ def export_onnx(
     shared: str = "bake",
     output_names: Sequence[str] | None = None,
     external_data: bool | None = None,
+    optimize: bool = True,
 ) -> onnx.ModelProto:
     """Export a PyTensor graph to ONNX and return the checked model.
 
@@ -163,7 +166,8 @@ def export_onnx(
     initializers, ``"input"`` makes them graph inputs. Updates of a compiled function are
     extra outputs named ``<shared name>_updated``. With `path`, the model is also saved;
     its tensors go to ``<file name>.data`` beside it with `external_data=True`, and always
-    when they pass 2 GB (a model that large needs a `path`).
+    when they pass 2 GB (a model that large needs a `path`). `optimize=False` skips the
+    ONNX-level optimisation (constant folding, CSE, ...), to see each translation's nodes.
     """
     check_opset(opset)
     model = function_to_model(
@@ -172,6 +176,7 @@ def export_onnx(
         dims=dims,
         shared=shared,
         output_names=output_names,
+        optimize=optimize,
     )
     if path is None:
         if external_data:
@@ -329,6 +334,7 @@ def onnx_export(
     opset: int = DEFAULT_OPSET,
     shared: str = "bake",
     output_names: Sequence[str] | None = None,
+    optimize: bool = True,
     **input_specs,
 ):
     """Decorate a function that builds a PyTensor graph from symbolic inputs.
@@ -340,6 +346,13 @@ def onnx_export(
     """
 
     def decorate(f: Callable) -> ONNXFunction:
-        return ONNXFunction(f, input_specs, opset=opset, shared=shared, output_names=output_names)
+        return ONNXFunction(
+            f,
+            input_specs,
+            opset=opset,
+            shared=shared,
+            output_names=output_names,
+            optimize=optimize,
+        )
 
     return decorate if fn is None else decorate(fn)

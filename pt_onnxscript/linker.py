@@ -31,13 +31,32 @@ class ONNXLinker(JITLinker):
         "scan_split_non_sequence_lu_decomposition_solve",
     )
 
-    def __init__(self, opset: int = DEFAULT_OPSET, providers=("CPUExecutionProvider",), **kwargs):
+    def __init__(
+        self,
+        opset: int = DEFAULT_OPSET,
+        providers=("CPUExecutionProvider",),
+        optimize: bool = True,
+        **kwargs,
+    ):
         self.opset = check_opset(opset)
+        self.optimize = optimize
         self.providers = tuple(providers)
         super().__init__(**kwargs)
 
+    def accept(self, fgraph, no_recycling=None, profile=None):
+        if self.fgraph is not None and self.fgraph is not fgraph:
+            # PyTensor's Linker.accept would start over from the default settings.
+            fresh = type(self)(
+                opset=self.opset,
+                providers=self.providers,
+                optimize=self.optimize,
+                allow_gc=self.allow_gc,
+            )
+            return fresh.accept(fgraph, no_recycling, profile)
+        return super().accept(fgraph, no_recycling, profile)
+
     def fgraph_convert(self, fgraph, input_storage, storage_map, **kwargs):
-        model = fgraph_to_model(fgraph, opset=self.opset)
+        model = fgraph_to_model(fgraph, opset=self.opset, optimize=self.optimize)
         checks = model_checks(model)
         with raising_checks(checks):
             session = inference_session(model, self.providers)
@@ -122,8 +141,9 @@ def onnx_rewrites() -> RewriteDatabaseQuery:
     )
 
 
-def onnx_mode(opset: int = DEFAULT_OPSET) -> Mode:
-    """Mode "ONNX" for a given opset."""
+def onnx_mode(opset: int = DEFAULT_OPSET, optimize: bool = True) -> Mode:
+    """Mode "ONNX" for a given opset (`optimize=False`: without the ONNX-level optimisation)."""
     return Mode(
-        linker=ONNXLinker(opset=opset), optimizer=RewriteDatabaseQuery(include=["fast_run"])
+        linker=ONNXLinker(opset=opset, optimize=optimize),
+        optimizer=RewriteDatabaseQuery(include=["fast_run"]),
     )

@@ -55,15 +55,26 @@ def canonical_loops(graph: ir.Graph) -> None:
             outputs[j].name = meta[i][0]
 
 
-def names_by_position(graph: ir.Graph) -> None:
+def names_by_position(graph: ir.Graph, initializers: set[str] | None = None) -> None:
     """Name every node, and every value the graph does not expose, by its base name and its
-    position in graph order (the graph's inputs, outputs and initializers keep theirs)."""
-    kept = {v.name for v in [*graph.inputs, *graph.outputs]} | set(graph.initializers)
+    position in graph order. The graph's inputs and outputs keep their names, and so do the
+    `initializers` named (all by default); the others are named by position too."""
+    kept = {v.name for v in [*graph.inputs, *graph.outputs]}
+    kept |= set(graph.initializers) if initializers is None else set(initializers)
     counts: dict[str, int] = {}
 
     def fresh(base: str) -> str:
-        counts[base] = counts.get(base, 0) + 1
-        return f"{base}_{counts[base]}"
+        while True:
+            counts[base] = counts.get(base, 0) + 1
+            name = f"{base}_{counts[base]}"
+            if name not in kept:
+                return name
+
+    renamed = [v for v in graph.initializers.values() if v.name not in kept]
+    for i, value in enumerate(renamed):  # first out of the way of the new names
+        value.name = f"__initializer_{i}"
+    for value in renamed:
+        value.name = fresh("const")
 
     def visit(g: ir.Graph, top: bool) -> None:
         if not top:

@@ -17,6 +17,7 @@ from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.naming import canonical_loops, names_by_position
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, min_ir_version
+from pt_onnxscript.optimize import optimize as optimize_model
 from pt_onnxscript.registry import (
     blockwise_translation_for,
     check_for,
@@ -330,8 +331,13 @@ def fgraph_to_model(
     dims: Mapping[str, Sequence[Dim]] | None = None,
     baked: Mapping[Variable, np.ndarray] | None = None,
     name: str = "pytensor_graph",
+    optimize: bool = True,
 ) -> ir.Model:
     """Translate `fgraph` into an ONNX model.
+
+    With `optimize` (the default), onnxscript's optimizer folds constants, simplifies shape
+    bookkeeping and removes common subexpressions and dead values, keeping every value exact
+    (pt_onnxscript.optimize); turn it off to see the translations' own nodes.
 
     `baked` maps fgraph inputs to values stored as initializers instead of graph inputs;
     `dims` maps input names to the names or sizes of their unknown dims.
@@ -394,8 +400,11 @@ def fgraph_to_model(
         functions=list(builder.functions.values()),
     )
     inline_functions(model, opset)
+    named = set(graph.initializers)  # baked inputs and PyTensor's constants
+    if optimize:
+        optimize_model(model)
     canonical_loops(graph)
-    names_by_position(graph)
+    names_by_position(graph, named)
     return model
 
 

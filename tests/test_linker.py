@@ -1,4 +1,5 @@
 import numpy as np
+import onnxruntime as ort
 import pytensor
 import pytensor.tensor as pt
 import pytest
@@ -80,3 +81,31 @@ def test_input_with_wrong_shape_raises_instead_of_guessing():
     f = pytensor.function([x], x + 1, mode="ONNX")
     with pytest.raises(TypeError, match="not compatible"):
         f(np.ones(4))
+
+
+def test_a_mode_keeps_its_settings_for_every_function_it_compiles():
+    from pt_onnxscript import newest_opset, onnx_mode
+
+    mode = onnx_mode(newest_opset(), optimize=False)
+    x = pt.vector("x")
+    for k in (2.0, 3.0):
+        fn = pytensor.function([x], x * k + 1, mode=mode)
+        assert (fn.maker.linker.opset, fn.maker.linker.optimize) == (newest_opset(), False)
+        assert fn(np.ones(2)).tolist() == [k + 1] * 2
+
+
+def test_the_optimizer_folds_what_is_known_and_can_be_turned_off():
+    from pt_onnxscript import export_onnx
+
+    x = pt.vector("x")
+    w = pytensor.shared(np.arange(6.0).reshape(2, 3), name="w")
+    out = x * w.sum(axis=0)  # the sum of a baked weight is known at export
+    optimized = export_onnx(([x], [out]))
+    plain = export_onnx(([x], [out]), optimize=False)
+    assert "ReduceSum" not in {node.op_type for node in optimized.graph.node}
+    assert len(optimized.graph.node) < len(plain.graph.node)
+    for model in (optimized, plain):
+        session = ort.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        np.testing.assert_array_equal(session.run(None, {"x": np.ones(3)})[0], [3.0, 5.0, 7.0])
