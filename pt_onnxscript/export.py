@@ -23,7 +23,7 @@ from pt_onnxscript.linker import (
     tensor_bytes,
 )
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset
-from pt_onnxscript.translate import fgraph_to_model
+from pt_onnxscript.translate import baked_copy, fgraph_to_model
 from pt_onnxscript.types import Dim
 
 SHARED_CHOICES = ("bake", "input")
@@ -88,6 +88,8 @@ def function_to_model(
         ]
     elif len(output_names) != n_user:
         raise ValueError(f"output_names has {len(output_names)} names for {n_user} outputs")
+    if baked:
+        fgraph, baked = baked_copy(fgraph, baked)
     update_mapping = getattr(fgraph, "update_mapping", None) or {}
     names = list(output_names)
     for out_idx in range(n_user, len(fgraph.outputs)):

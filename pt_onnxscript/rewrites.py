@@ -136,7 +136,9 @@ def max_pooling(fgraph, node):
     ):
         return None
     x = reshape.inputs[0]
-    _, c, rows, p, cols, q = reshape.outputs[0].type.shape
+    # Made again: sizes that were symbolic when the graph was built may be constants now (the
+    # kernel of a baked convolution), which the node's own type does not know yet.
+    _, c, rows, p, cols, q = reshape.op.make_node(*reshape.inputs).outputs[0].type.shape
     if (
         x.type.ndim != 4
         or None in (rows, p, cols)

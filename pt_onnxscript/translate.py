@@ -304,6 +304,32 @@ def rewritten_copy(fgraph: FunctionGraph) -> FunctionGraph:
     return fgraph
 
 
+def baked_copy(
+    fgraph: FunctionGraph, values: Mapping[Variable, np.ndarray]
+) -> tuple[FunctionGraph, dict[Variable, np.ndarray]]:
+    """A copy of `fgraph` whose inputs in `values` (baked shared variables) are constants,
+    given mode "ONNX"'s rewrites again: what depends only on them (shapes, a kernel's size, a
+    pooling's tiling, whole subexpressions) is known to PyTensor's rewrites and folds away.
+
+    Returns the copy and `values` keyed by the copy's inputs, which nothing reads any more.
+    A compiled graph may hold in-place Ops, which some rewrites cannot rebuild on constants:
+    those rewrites are skipped, as PyTensor skips a failing rewrite (the translation of an
+    in-place Op is the same pure function).
+    """
+    from pytensor import config
+    from pytensor.tensor import constant as tensor_constant
+
+    copy, equiv = fgraph.clone_get_equiv(check_integrity=False, attach_feature=False)
+    replacements = [
+        (equiv[var], tensor_constant(np.asarray(value, dtype=var.type.dtype), name=var.name))
+        for var, value in values.items()
+    ]
+    copy.replace_all(replacements, reason="pt_onnxscript: shared variables baked")
+    with config.change_flags(on_opt_error="ignore"):
+        _rewrite(copy)
+    return copy, {equiv[var]: value for var, value in values.items()}
+
+
 def _rewrite(fgraph: FunctionGraph) -> None:
     """Apply mode "ONNX"'s rewrites to `fgraph`, in place."""
     from pytensor.compile import optdb

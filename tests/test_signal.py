@@ -47,10 +47,41 @@ def test_cnn_idiom_is_one_conv_per_layer(dtype, mode, rng):
 def test_pooling_raises_when_the_image_does_not_tile():
     import pytensor
 
-    from pt_onnxscript.ops.signal import Pool2d
+    from pt_onnxscript.rewrites import Pool2d
 
     x = pt.tensor4("x")
     fn = pytensor.function([x], Pool2d(2, 3, 3)(x), mode="ONNX")
     assert fn(np.ones((1, 1, 6, 6))).shape == (1, 1, 3, 3)
     with pytest.raises(Exception, match="out of data bounds"):
         fn(np.ones((1, 1, 4, 9)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_cnn_with_shared_weights_and_pooling_written_with_shapes_exports_lean(dtype, rng):
+    """Baked shared weights are constants to PyTensor's rewrites: the kernel's size, and so
+    the pooling's tiling written with `h.shape`, are known at export."""
+    import onnxruntime as ort
+    import pytensor
+
+    from pt_onnxscript import export_onnx
+
+    w = pytensor.shared(rng.normal(size=(4, 1, 3, 3)).astype(dtype), name="w")
+    b = pytensor.shared(rng.normal(size=4).astype(dtype), name="b")
+    x = pt.tensor4("x", dtype=dtype, shape=(None, 1, 8, 8))
+    conv = convolve2d(x[:, None], w[None], mode="valid").sum(axis=2) + b[None, :, None, None]
+    h = pt.maximum(conv, 0)
+    n, c, rows, cols = h.shape
+    pooled = h.reshape((n, c, rows // 2, 2, cols // 2, 2)).max(axis=(3, 5))
+    out = pooled.reshape((n, -1))
+    model = export_onnx(([x], [out]))
+    ops = [node.op_type for node in model.graph.node]
+    assert ops.count("MaxPool") == 1
+    assert ops.count("Shape") <= 1, ops  # the batch size, for the final reshape
+    if dtype == "float32":
+        assert ops.count("Conv") == 1
+        assert len(ops) <= 10, ops
+    images = rng.normal(size=(5, 1, 8, 8)).astype(dtype)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = pytensor.function([x], out)(images)
+    rtol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(session.run(None, {"x": images})[0], expected, rtol=rtol, atol=rtol)

@@ -207,7 +207,10 @@ def loop(g, count, state, step, kind: str, *, condition=None, stacked=()):
         outputs=[scalar_bool, *[(v.dtype, None) for v in state], *[(d, None) for d in stacked]],
     )
     n = len(state) + len(stacked)
-    result = g.Loop(count, condition, *state, body=graph, _outputs=n)
+    # An explicit condition even without one: ONNX optimizers drop a trailing empty input,
+    # and a Loop needs two.
+    start = constant(g, True, "bool") if condition is None else condition
+    result = g.Loop(count, start, *state, body=graph, _outputs=n)
     return list(result) if n > 1 else [result]
 
 
