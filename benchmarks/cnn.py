@@ -1,28 +1,61 @@
-"""Inference latency of the digits CNN: PyTensor's default and Numba modes, mode "ONNX", and a
-raw ONNX Runtime session on the exported file, side by side in one run; then the exported
-model's nodes by op type.
+"""Inference latency of the digits CNN, side by side in one run: PyTensor's default and Numba
+modes, mode "ONNX", and a raw ONNX Runtime session on the exported file (optimised, and
+exported with optimize=False); then the exported models' nodes.
+
+One core (the process is pinned to CPU 0, BLAS and ONNX Runtime use one thread), rounds
+interleaved across the runners, the median of the rounds, wall time beside CPU time.
 
 Run: python benchmarks/cnn.py   (needs scikit-learn, the `test` extra)
 """
 
+import os
+
+os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
 import collections
-import tempfile
-import timeit
-from pathlib import Path
+import statistics
+import time
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytensor
 import pytensor.tensor as pt
 
+from pt_onnxscript import export_onnx
 from pt_onnxscript.demos import digits
 
+ROUNDS = 15
 
-def per_call(fn, repeat=5):
-    fn()
-    number = max(1, int(0.2 / max(timeit.timeit(fn, number=1), 1e-6)))
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+def session(model):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def interleaved(runners, value, seconds=0.05):
+    """Median wall and CPU seconds per call of each runner, rounds interleaved."""
+    numbers = {}
+    for name, run in runners.items():
+        run(value)
+        start = time.perf_counter()
+        run(value)
+        numbers[name] = max(1, int(seconds / max(time.perf_counter() - start, 1e-7)))
+    wall = collections.defaultdict(list)
+    cpu = collections.defaultdict(list)
+    for _ in range(ROUNDS):
+        for name, run in runners.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(numbers[name]):
+                run(value)
+            wall[name].append((time.perf_counter() - w0) / numbers[name])
+            cpu[name].append((time.process_time() - c0) / numbers[name])
+    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in runners}
 
 
 def main():
@@ -31,28 +64,39 @@ def main():
     digits.train(split, params, epochs=5)
     x = pt.tensor4("x", dtype="float32", shape=(None, 1, 8, 8))
     probs = digits.forward(x, params)
-    path = Path(tempfile.mkdtemp()) / "digits.onnx"
-    digits.export_classifier(params, path)
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    optimized = export_onnx(([x], [probs]))
+    plain = export_onnx(([x], [probs]), optimize=False)
+    exported, unoptimized = session(optimized), session(plain)
     runners = {
         "PyTensor default mode": pytensor.function([x], probs),
         "PyTensor NUMBA mode": pytensor.function([x], probs, mode="NUMBA"),
         'mode "ONNX"': pytensor.function([x], probs, mode="ONNX"),
-        "ONNX Runtime session": lambda v: session.run(None, {"x": v})[0],
+        "exported, ONNX Runtime": lambda v: exported.run(None, {"x": v})[0],
+        "optimize=False export": lambda v: unoptimized.run(None, {"x": v})[0],
     }
-    print(f"{'':24}{'batch 1':>12}{'batch 64':>12}  speed-up over the default mode")
-    baseline = {}
-    for name, run in runners.items():
-        times = []
-        for batch in (1, 64):
-            v = split.x_test[:batch]
-            np.testing.assert_allclose(run(v), runners['mode "ONNX"'](v), rtol=1e-4, atol=1e-6)
-            times.append(per_call(lambda run=run, v=v: run(v)))
-        baseline.setdefault("t", times)
-        speedups = " ".join(f"{b / t:>6.1f}x" for t, b in zip(times, baseline["t"], strict=True))
-        print(f"{name:24}{times[0] * 1e6:>10.0f}us{times[1] * 1e6:>10.0f}us  {speedups}")
-    counts = collections.Counter(node.op_type for node in onnx.load(str(path)).graph.node)
-    print("exported model:", sum(counts.values()), "nodes:", dict(sorted(counts.items())))
+    results = {}
+    for batch in (1, 64):
+        v = split.x_test[:batch]
+        reference = runners["PyTensor default mode"](v)
+        for run in runners.values():
+            np.testing.assert_allclose(run(v), reference, rtol=1e-4, atol=1e-6)
+        results[batch] = interleaved(runners, v)
+    print(
+        f"{'1 core, median of ' + str(ROUNDS) + ' rounds':24}"
+        f"{'batch 1 wall':>14}{'cpu':>8}{'batch 64 wall':>15}{'cpu':>8}"
+        "   vs default mode (wall)"
+    )
+    base = {batch: results[batch]["PyTensor default mode"][0] for batch in results}
+    for name in runners:
+        (w1, c1), (w64, c64) = results[1][name], results[64][name]
+        ratios = f"{base[1] / w1:>6.1f}x {base[64] / w64:>6.1f}x"
+        print(
+            f"{name:24}{w1 * 1e6:>12.1f}us{c1 * 1e6:>6.1f}us"
+            f"{w64 * 1e6:>13.1f}us{c64 * 1e6:>6.1f}us   {ratios}"
+        )
+    for label, model in (("exported", optimized), ("optimize=False", plain)):
+        counts = collections.Counter(node.op_type for node in model.graph.node)
+        print(f"{label} model: {sum(counts.values())} nodes {dict(sorted(counts.items()))}")
 
 
 if __name__ == "__main__":

@@ -60,16 +60,24 @@ class ONNXLinker(JITLinker):
         checks = model_checks(model)
         with raising_checks(checks):
             session = inference_session(model, self.providers)
-        input_names = [value.name for value in model.graph.inputs]
-        dtypes = [var.type.dtype for var in fgraph.inputs]
+        inputs = [
+            (value.name, np.dtype(var.type.dtype))
+            for value, var in zip(model.graph.inputs, fgraph.inputs, strict=True)
+        ]
+        session_run = session.run
 
         def run(*args):
+            # As little Python per call as possible: this is all mode "ONNX" adds to a call.
             feeds = {
-                name: np.asarray(arg, dtype=dtype)
-                for name, arg, dtype in zip(input_names, args, dtypes, strict=True)
+                name: arg
+                if type(arg) is np.ndarray and arg.dtype == dtype
+                else np.asarray(arg, dtype=dtype)
+                for (name, dtype), arg in zip(inputs, args)
             }
-            with raising_checks(checks):
-                return session.run(None, feeds)
+            try:
+                return session_run(None, feeds)
+            except Exception as err:  # noqa: BLE001  (re-raised unless a check failed)
+                raise_check(err, checks)
 
         run.model = model
         return run
@@ -90,18 +98,24 @@ def model_checks(model: ir.Model) -> dict[str, tuple[type[Exception], str]]:
     }
 
 
+def raise_check(err: Exception, checks: dict[str, tuple[type[Exception], str]]):
+    """Raise the check's own exception if ONNX Runtime's error `err` is a check failing;
+    re-raise `err` otherwise."""
+    # The innermost failing node is named last (Loop and If bodies nest their errors).
+    for name in reversed(re.findall(r"Name:'(.*?)' Status Message", str(err), re.DOTALL)):
+        if name in checks:
+            exc_type, message = checks[name]
+            raise exc_type(message) from err
+    raise err
+
+
 @contextmanager
 def raising_checks(checks: dict[str, tuple[type[Exception], str]]):
     """Turn ONNX Runtime's failure in a check's node into the check's own exception."""
     try:
         yield
-    except Exception as err:
-        # The innermost failing node is named last (Loop and If bodies nest their errors).
-        for name in reversed(re.findall(r"Name:'(.*?)' Status Message", str(err), re.DOTALL)):
-            if name in checks:
-                exc_type, message = checks[name]
-                raise exc_type(message) from err
-        raise
+    except Exception as err:  # noqa: BLE001  (re-raised unless a check failed)
+        raise_check(err, checks)
 
 
 # Protobuf cannot serialize a message of 2 GiB or more; past this many bytes of tensors,

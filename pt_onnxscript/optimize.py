@@ -6,7 +6,8 @@ initializers and deduplicated, common-subexpression elimination. The rewrite rul
 onnxscript's defaults minus those that can change a value, since an exported model must
 compute exactly what PyTensor computes:
 
-- ``x + 0 -> x`` (both orders): -0.0 + 0.0 is +0.0, x is -0.0;
+- ``x + 0``, ``x - 0``, ``x * 1``, ``x / 1 -> x``: their patterns match constants only to a
+  tolerance (``x - 1e-9`` matched ``x - 0``), and -0.0 + 0.0 is +0.0, not x;
 - ``Cast(Cast(x, float32), float16) -> Cast(x, float16)``: rounding twice is not rounding once;
 - ``Min``/``Max`` pairs to ``Clip`` and the Relu/Clip fusions: NaN handling differs;
 - batch-norm fusions into Conv or Gemm: they round the folded weights;
@@ -26,9 +27,6 @@ from onnxscript.rewriter.rules import common as rules
 # onnxscript's default rules (onnxscript.rewriter._DEFAULT_REWRITE_RULES), minus those above.
 EXACT_RULES = RewriteRuleSet(
     [
-        *rules.mul_by_1_rule.commute(),
-        rules.sub_0_rule,
-        rules.div_by_1_rule,
         rules.dropout_zero_rule,
         rules.dropout_inference_rule,
         rules.one_reshape_matmul_reshape_rule,

@@ -141,7 +141,11 @@ def constant_value(g, var: Constant) -> ir.Value | None:
     root = g.builder.root
     cache = root.pytensor_constants
     if key not in cache:
-        name = f"const{len(cache)}" + (f"_{var.name}" if var.name else "")
+        # A named constant (a baked shared variable, say) keeps its name where it is free.
+        taken = set(root.graph.initializers) | {v.name for v in root.graph.inputs}
+        name = var.name if var.name and var.name not in taken else f"const{len(cache)}"
+        if var.name and name != var.name:
+            name += f"_{var.name}"
         cache[key] = root.initializer(as_ir_tensor(array, var.type.dtype, name), qualify=False)
     return cache[key]
 
@@ -396,6 +400,8 @@ def fgraph_to_model(
     values: dict[Variable, Value] = {}
     for var, var_name in zip(fgraph.inputs, input_names, strict=True):
         if var in baked:
+            if not fgraph.clients.get(var) and var not in fgraph.outputs:
+                continue  # baked into the graph as a constant: nothing reads the input
             tensor = as_ir_tensor(baked[var], var.type.dtype, var_name)
             values[var] = builder.initializer(tensor, var_name, qualify=False)
         else:
