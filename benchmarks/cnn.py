@@ -24,7 +24,7 @@ import onnxruntime as ort
 import pytensor
 import pytensor.tensor as pt
 
-from pt_onnxscript import export_onnx
+from pt_onnxscript import export_onnx, onnx_mode
 from pt_onnxscript.demos import digits
 
 ROUNDS = 15
@@ -70,7 +70,7 @@ def main():
     runners = {
         "PyTensor default mode": pytensor.function([x], probs),
         "PyTensor NUMBA mode": pytensor.function([x], probs, mode="NUMBA"),
-        'mode "ONNX"': pytensor.function([x], probs, mode="ONNX"),
+        'mode "ONNX"': pytensor.function([x], probs, mode=onnx_mode(threads=1)),
         "exported, ONNX Runtime": lambda v: exported.run(None, {"x": v})[0],
         "optimize=False export": lambda v: unoptimized.run(None, {"x": v})[0],
     }

@@ -36,10 +36,12 @@ class ONNXLinker(JITLinker):
         opset: int = DEFAULT_OPSET,
         providers=("CPUExecutionProvider",),
         optimize: bool = True,
+        threads: int | None = None,
         **kwargs,
     ):
         self.opset = check_opset(opset)
         self.optimize = optimize
+        self.threads = threads
         self.providers = tuple(providers)
         super().__init__(**kwargs)
 
@@ -50,6 +52,7 @@ class ONNXLinker(JITLinker):
                 opset=self.opset,
                 providers=self.providers,
                 optimize=self.optimize,
+                threads=self.threads,
                 allow_gc=self.allow_gc,
             )
             return fresh.accept(fgraph, no_recycling, profile)
@@ -59,7 +62,7 @@ class ONNXLinker(JITLinker):
         model = fgraph_to_model(fgraph, opset=self.opset, optimize=self.optimize)
         checks = model_checks(model)
         with raising_checks(checks):
-            session = inference_session(model, self.providers)
+            session = inference_session(model, self.providers, self.threads)
         inputs = [
             (value.name, np.dtype(var.type.dtype))
             for value, var in zip(model.graph.inputs, fgraph.inputs, strict=True)
@@ -129,13 +132,18 @@ def tensor_bytes(model: ir.Model) -> int:
     return sum(v.const_value.nbytes for v in values if v.const_value is not None)
 
 
-def inference_session(model: ir.Model, providers=("CPUExecutionProvider",)):
+def inference_session(
+    model: ir.Model, providers=("CPUExecutionProvider",), threads: int | None = None
+):
     """An ONNX Runtime session for `model` (through a temporary file with external data
-    when its tensors pass 2 GB)."""
+    when its tensors pass 2 GB), running each node on `threads` threads (None: ONNX Runtime's
+    default, one per core)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 4  # failures are raised, not logged
+    if threads is not None:
+        options.intra_op_num_threads = threads
     if tensor_bytes(model) <= EXTERNAL_DATA_BYTES:
         proto = ir.serde.serialize_model(model)
         return ort.InferenceSession(
@@ -155,9 +163,12 @@ def onnx_rewrites() -> RewriteDatabaseQuery:
     )
 
 
-def onnx_mode(opset: int = DEFAULT_OPSET, optimize: bool = True) -> Mode:
-    """Mode "ONNX" for a given opset (`optimize=False`: without the ONNX-level optimisation)."""
+def onnx_mode(
+    opset: int = DEFAULT_OPSET, optimize: bool = True, threads: int | None = None
+) -> Mode:
+    """Mode "ONNX" for a given opset (`optimize=False`: without the ONNX-level optimisation;
+    `threads`: ONNX Runtime's threads per node, by default one per core)."""
     return Mode(
-        linker=ONNXLinker(opset=opset, optimize=optimize),
+        linker=ONNXLinker(opset=opset, optimize=optimize, threads=threads),
         optimizer=RewriteDatabaseQuery(include=["fast_run"]),
     )

@@ -86,11 +86,12 @@ def test_input_with_wrong_shape_raises_instead_of_guessing():
 def test_a_mode_keeps_its_settings_for_every_function_it_compiles():
     from pt_onnxscript import newest_opset, onnx_mode
 
-    mode = onnx_mode(newest_opset(), optimize=False)
+    mode = onnx_mode(newest_opset(), optimize=False, threads=1)
     x = pt.vector("x")
     for k in (2.0, 3.0):
         fn = pytensor.function([x], x * k + 1, mode=mode)
-        assert (fn.maker.linker.opset, fn.maker.linker.optimize) == (newest_opset(), False)
+        linker = fn.maker.linker
+        assert (linker.opset, linker.optimize, linker.threads) == (newest_opset(), False, 1)
         assert fn(np.ones(2)).tolist() == [k + 1] * 2
 
 
