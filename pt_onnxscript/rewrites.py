@@ -16,11 +16,11 @@ from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
 from pytensor.graph.rewriting.basic import node_rewriter
 from pytensor.scalar import upcast
-from pytensor.tensor.basic import as_tensor_variable
+from pytensor.tensor.basic import MakeVector, as_tensor_variable
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import DimShuffle
 from pytensor.tensor.math import Max, Sum
-from pytensor.tensor.shape import Reshape
+from pytensor.tensor.shape import Reshape, Shape_i
 from pytensor.tensor.signal.conv import Convolve2d
 from pytensor.tensor.type import TensorType
 
@@ -45,6 +45,11 @@ class ChannelConv2d(Op):
             upcast(x.dtype, w.dtype), shape=(x.type.shape[0], w.type.shape[0], *spatial)
         )
         return Apply(self, [x, w], [out()])
+
+    def infer_shape(self, fgraph, node, shapes):
+        (n, _, h, w), (cout, _, kh, kw) = shapes
+        grow = 1 if self.full else -1
+        return [(n, cout, h + grow * (kh - 1), w + grow * (kw - 1))]
 
     def perform(self, node, inputs, outputs):
         x, w = inputs
@@ -80,6 +85,10 @@ class Pool2d(Op):
         x = as_tensor_variable(x)
         shape = (*x.type.shape[:2], self.rows, self.cols)
         return Apply(self, [x], [TensorType(x.dtype, shape=shape)()])
+
+    def infer_shape(self, fgraph, node, shapes):
+        n, c, _, _ = shapes[0]
+        return [(n, c, self.rows, self.cols)]
 
     def perform(self, node, inputs, outputs):
         (x,) = inputs
@@ -150,5 +159,25 @@ def max_pooling(fgraph, node):
     return [Pool2d(p, rows, cols)(x)]
 
 
+@node_rewriter([Reshape])
+def flatten_own_batch(fgraph, node):
+    """``v.reshape((w.shape[0], ...))`` where PyTensor knows v and w have the same first dim
+    -> ``v.reshape((v.shape[0], ...))``: the flatten before a dense layer (``h.reshape((x.shape[0],
+    -1))``) reads v's own leading dim, which its translation makes one ONNX Flatten."""
+    v, shape = node.inputs
+    if shape.owner is None or not isinstance(shape.owner.op, MakeVector):
+        return None
+    first, *rest = shape.owner.inputs
+    if first.owner is None or not isinstance(first.owner.op, Shape_i) or first.owner.op.i != 0:
+        return None
+    w = first.owner.inputs[0]
+    shape_feature = getattr(fgraph, "shape_feature", None)
+    if w is v or shape_feature is None or not shape_feature.same_shape(v, w, 0, 0):
+        return None
+    new_shape = shape.owner.op(Shape_i(0)(v), *rest)
+    return [node.op(v, new_shape)]
+
+
 optdb["specialize"].register("onnx_channel_convolution", channel_convolution, "onnx")
+optdb["specialize"].register("onnx_flatten_own_batch", flatten_own_batch, "onnx")
 optdb["specialize"].register("onnx_max_pooling", max_pooling, "onnx")

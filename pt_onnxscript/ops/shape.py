@@ -1,6 +1,8 @@
 """Shape, Shape_i, Reshape, SpecifyShape."""
 
 import onnx_ir as ir
+from pytensor.graph.basic import Constant
+from pytensor.tensor.basic import MakeVector
 from pytensor.tensor.shape import Reshape, Shape, Shape_i, SpecifyShape
 from pytensor.tensor.type_other import NoneTypeT
 
@@ -23,8 +25,27 @@ def shape_i(g, node, x):
 
 @register(Reshape)
 def reshape(g, node, x, shp):
-    """Reshape -> Reshape(allowzero=1): a 0 in PyTensor's shape is a size, as in NumPy."""
+    """Reshape -> Reshape(allowzero=1): a 0 in PyTensor's shape is a size, as in NumPy;
+    ``x.reshape((x.shape[0], -1))`` -> Flatten(axis=1)."""
+    if _flattens_after_first_dim(node):
+        return g.Flatten(x, axis=1)
     return g.Reshape(x, g.Cast(shp, to=ir.DataType.INT64), allowzero=1)
+
+
+def _flattens_after_first_dim(node) -> bool:
+    x, shape = node.inputs
+    if x.type.ndim < 2 or shape.owner is None or not isinstance(shape.owner.op, MakeVector):
+        return False
+    first, *rest = shape.owner.inputs
+    return (
+        len(rest) == 1
+        and isinstance(rest[0], Constant)
+        and rest[0].data == -1
+        and first.owner is not None
+        and isinstance(first.owner.op, Shape_i)
+        and first.owner.op.i == 0
+        and first.owner.inputs[0] is x
+    )
 
 
 @register(SpecifyShape)

@@ -11,7 +11,7 @@ import numpy as np
 from pytensor.graph.basic import Constant
 from pytensor.tensor.signal.conv import Convolve1d, Convolve2d
 
-from pt_onnxscript.ops.common import constant
+from pt_onnxscript.ops.common import constant, raise_if
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.rewrites import ChannelConv2d, Pool2d
 from pt_onnxscript.runtime_gaps import has_kernel
@@ -106,10 +106,19 @@ def channel_conv2d(g, node, x, w):
 @register(Pool2d)
 def pool2d(g, node, x):
     """Pool2d -> MaxPool with a p x p kernel and stride p (raising, like the reshape it
-    replaces, if the image is not rows x cols windows)."""
-    p = node.op.size
-    expected = constant(g, [node.op.rows * p, node.op.cols * p], "int64")
-    mismatch = g.ReduceSum(g.Abs(g.Sub(g.Shape(x, start=2), expected)), keepdims=1)
-    guard = g.Gather(constant(g, [0], "int64"), mismatch, axis=0)
+    replaces, if the image is not rows x cols windows; nothing to check when its size is
+    static)."""
+    op = node.op
+    p = op.size
     pooled = g.MaxPool(x, kernel_shape=[p, p], strides=[p, p])
-    return g.Add(pooled, g.CastLike(g.Reshape(guard, constant(g, [], "int64")), pooled))
+    if tuple(node.inputs[0].type.shape[2:]) == (op.rows * p, op.cols * p):
+        return pooled
+    expected = constant(g, [op.rows * p, op.cols * p], "int64")
+    mismatch = g.Not(g.Equal(g.Shape(x, start=2), expected))
+    return raise_if(
+        g,
+        mismatch,
+        pooled,
+        ValueError,
+        f"cannot pool the image into {op.rows} x {op.cols} windows of {p} x {p}",
+    )
