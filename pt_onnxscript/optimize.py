@@ -79,7 +79,6 @@ def optimize(model: ir.Model) -> None:
         if not (folded or rewritten):
             break
     ir.passes.Sequential(
-        common_passes.RemoveUnusedNodesPass(),
         common_passes.RemoveUnusedOpsetsPass(),
         common_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
         common_passes.LiftSubgraphInitializersToMainGraphPass(),
@@ -94,10 +93,8 @@ def _drop_optimizer_metadata(graph: ir.Graph) -> None:
     """Remove the notes the optimizer leaves on values and nodes (such as the set of names a
     constant was folded from, listed in a hash-seed-dependent order): files stay
     byte-identical, and smaller."""
-    for node in ir.traversal.RecursiveGraphIterator(graph):
-        for item in [node, *node.outputs]:
-            for key in [k for k in item.metadata_props if k.startswith("pkg.onnxscript.")]:
-                del item.metadata_props[key]
-    for value in [*graph.inputs, *graph.initializers.values()]:
-        for key in [k for k in value.metadata_props if k.startswith("pkg.onnxscript.")]:
-            del value.metadata_props[key]
+    nodes = list(ir.traversal.RecursiveGraphIterator(graph))
+    values = [*graph.inputs, *graph.initializers.values()]
+    for item in [*nodes, *(value for node in nodes for value in node.outputs), *values]:
+        for key in [k for k in item.metadata_props if k.startswith("pkg.onnxscript.")]:
+            del item.metadata_props[key]

@@ -142,10 +142,12 @@ def constant_value(g, var: Constant) -> ir.Value | None:
     cache = root.pytensor_constants
     if key not in cache:
         # A named constant (a baked shared variable, say) keeps its name where it is free.
-        taken = set(root.graph.initializers) | {v.name for v in root.graph.inputs}
-        name = var.name if var.name and var.name not in taken else f"const{len(cache)}"
-        if var.name and name != var.name:
-            name += f"_{var.name}"
+        graph = root.graph
+        free = var.name and var.name not in graph.initializers
+        if free and all(value.name != var.name for value in graph.inputs):
+            name = var.name
+        else:
+            name = f"const{len(cache)}" + (f"_{var.name}" if var.name else "")
         cache[key] = root.initializer(as_ir_tensor(array, var.type.dtype, name), qualify=False)
     return cache[key]
 
@@ -217,11 +219,11 @@ def translate_graph(
         if node in owned:
             continue
         if isinstance(node.op, IfElse) and not scalar:
-            inputs = [_value(g, values, node.inputs[0])] + [
+            inputs = [value_of(g, values, node.inputs[0])] + [
                 Branch(values, node, b, branches) for b in (0, 1)
             ]
         else:
-            inputs = [_value(g, values, var) for var in node.inputs]
+            inputs = [value_of(g, values, var) for var in node.inputs]
         builder.push_module(f"{index}_{_label(node)}", class_name=str(node.op))
         try:
             results = translate_node(g, node, inputs, scalar)
@@ -231,7 +233,8 @@ def translate_graph(
     return values
 
 
-def _value(g, values, var):
+def value_of(g, values: Mapping[Variable, Value], var: Variable) -> Value:
+    """The value `values` binds to `var`, or the initializer of constant `var`."""
     return values[var] if var in values else constant_value(g, var)
 
 
@@ -248,7 +251,7 @@ class Branch(StaticValue):
         inner = dict(self.values)
         nodes = self.branches.get(self.node, ([], []))[self.branch]
         translate_graph(g, nodes, inner, branches=self.branches)
-        return [_value(g, inner, var) for var in branch_vars]
+        return [value_of(g, inner, var) for var in branch_vars]
 
 
 def _branch_nodes(nodes: Sequence[Apply], outputs: Sequence[Variable]) -> dict:
@@ -282,7 +285,7 @@ def translate_inner_graph(g, inner_inputs, inner_outputs, inner_nodes, outer_val
     """Inline an inner graph: bind its inputs to `outer_values`, return its output values."""
     values = dict(zip(inner_inputs, outer_values, strict=True))
     translate_graph(g, inner_nodes, values, scalar, outputs=inner_outputs)
-    return [values[var] if var in values else constant_value(g, var) for var in inner_outputs]
+    return [value_of(g, values, var) for var in inner_outputs]
 
 
 def rewrite_inner_graphs(nodes: Sequence[Apply]) -> None:
@@ -414,7 +417,7 @@ def fgraph_to_model(
         output_names = [f"output_{i}" for i in range(len(fgraph.outputs))]
     used: set[int] = set()
     for i, (var, out_name) in enumerate(zip(fgraph.outputs, output_names, strict=True)):
-        value = values[var] if var in values else constant_value(g, var)
+        value = value_of(g, values, var)
         if value.producer() is None or id(value) in used:
             value = g.Identity(value)
         used.add(id(value))

@@ -159,8 +159,8 @@ def argmax(g, node, x, *axis_input):
     original = x
     if dtype == "uint64":
         x = _to_ordered(g, x)
-    elif kernel_dtype("ArgMax", dtype) != dtype:
-        x = g.Cast(x, to=onnx_dtype(kernel_dtype("ArgMax", dtype)))
+    elif (via := kernel_dtype("ArgMax", dtype)) != dtype:
+        x = g.Cast(x, to=onnx_dtype(via))
     if len(axes) != 1:
         x = _reduced_last(g, x, axes, ndim)
     axis = axes[0] if len(axes) == 1 else ndim - len(axes)

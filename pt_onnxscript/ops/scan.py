@@ -14,7 +14,7 @@ from pytensor.scan.op import Scan
 
 from pt_onnxscript.ops.common import branch, constant, loop
 from pt_onnxscript.registry import register
-from pt_onnxscript.translate import TranslationError, constant_value, translate_graph
+from pt_onnxscript.translate import TranslationError, translate_graph, value_of
 from pt_onnxscript.types import onnx_dtype
 
 
@@ -76,7 +76,7 @@ def scan(g, node, n_steps, *outer):
         translate_graph(g, op.fgraph.toposort(), values, outputs=inner_out)
 
         def result(var):
-            return values[var] if var in values else constant_value(g, var)
+            return value_of(g, values, var)
 
         new_buffers = []
         mit_mot_outs = iter(op.inner_mitmot_outs(inner_out))
