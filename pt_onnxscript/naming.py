@@ -79,7 +79,8 @@ def names_by_position(graph: ir.Graph, initializers: set[str] | None = None) -> 
     def visit(g: ir.Graph, top: bool) -> None:
         if not top:
             for value in [*g.inputs, *g.outputs]:
-                if value.name not in kept and value.producer() is None:
+                # A subgraph's own inputs; an output may be an outer value, such as a constant.
+                if value.name not in kept and value.producer() is None and value.graph is g:
                     value.name = fresh(_base(value.name))
         for node in g:
             node.name = fresh(_base(node.name) or node.op_type)

@@ -15,14 +15,42 @@ compute exactly what PyTensor computes:
 and Slices-to-Split, whose matcher tries every pair of nodes (export time quadratic in the
 graph's size).
 
+Loops with a constant trip count that always run to the end (a scripted ``for k in
+range(n)``, a Scan of constant length) are unrolled when the copies stay small
+(`UNROLL_BUDGET` nodes): ONNX Runtime pays microseconds per Loop iteration and a fraction of
+one per node, and the copies compute the same operations on the same values.
+
 Symbolic dims stay symbolic (nothing is folded from an unknown size).
 """
 
+import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes import common as common_passes
 from onnxscript.optimizer import fold_constants_ir
-from onnxscript.rewriter import RewritePass, RewriteRuleSet
+from onnxscript.rewriter import MatchResult, RewritePass, RewriteRuleSet
 from onnxscript.rewriter.rules import common as rules
+from onnxscript.rewriter.rules.common._basic_rules import ExpandIdentity
+
+
+class ExpandToOwnShape(ExpandIdentity):
+    """``Expand(x, shape) -> x`` when broadcasting x with `shape` gives x's own shape: `shape`
+    is a constant no longer than x's rank whose entries are 1 or x's static dim (onnxscript's
+    rule takes only x's exact shape; a Composite's output expanded by a broadcastable
+    input's shape, [1], is the common case)."""
+
+    def check(self, context, x, shape):
+        check = MatchResult()
+        if shape.const_value is None or x.shape is None:
+            return check.fail("the shape or the input's rank is not known")
+        target = shape.const_value.numpy().tolist()
+        dims = x.shape.dims
+        if len(target) > len(dims):
+            return check.fail("the expand adds dims")
+        for want, have in zip(reversed(target), reversed(dims)):
+            if want != 1 and want != have:
+                return check.fail(f"dim {want} may broadcast {have}")
+        return check
+
 
 # onnxscript's default rules (onnxscript.rewriter._DEFAULT_REWRITE_RULES), minus those above.
 EXACT_RULES = RewriteRuleSet(
@@ -40,7 +68,7 @@ EXACT_RULES = RewriteRuleSet(
         rules.min_min_rule,
         rules.successive_relu_rule,
         rules.no_op_cast_rule,
-        rules.no_op_expand_rule,
+        ExpandToOwnShape.rule(),
         rules.flatten_to_reshape_rule,
         rules.reshape_reshape_rule,
         rules.no_op_transpose_rule,
@@ -71,12 +99,14 @@ def _rules_for(model: ir.Model) -> RewriteRuleSet | None:
 
 def optimize(model: ir.Model) -> None:
     """Optimise `model` in place, keeping every value exactly."""
-    for _ in range(2):
+    for _ in range(4):
         folded = fold_constants_ir(model, onnx_shape_inference=True).modified
+        common_passes.LiftSubgraphInitializersToMainGraphPass()(model)  # folded constants
+        unrolled = unroll_loops(model.graph)
         rules = _rules_for(model)
         rewritten = rules is not None and RewritePass(rules)(model).modified
         common_passes.RemoveUnusedNodesPass()(model)
-        if not (folded or rewritten):
+        if not (folded or unrolled or rewritten):
             break
     ir.passes.Sequential(
         common_passes.RemoveUnusedOpsetsPass(),
@@ -84,6 +114,7 @@ def optimize(model: ir.Model) -> None:
         common_passes.LiftSubgraphInitializersToMainGraphPass(),
         common_passes.DeduplicateInitializersPass(),
         common_passes.CommonSubexpressionEliminationPass(),
+        common_passes.RemoveUnusedNodesPass(),  # what the merged copies read
         common_passes.OutputFixPass(),
     )(model)
     _drop_optimizer_metadata(model.graph)
@@ -98,3 +129,135 @@ def _drop_optimizer_metadata(graph: ir.Graph) -> None:
     for item in [*nodes, *(value for node in nodes for value in node.outputs), *values]:
         for key in [k for k in item.metadata_props if k.startswith("pkg.onnxscript.")]:
             del item.metadata_props[key]
+
+
+# The most nodes (Constants aside: they are lifted and shared) one Loop's copies may add up to.
+UNROLL_BUDGET = 2048
+
+
+def unroll_loops(graph: ir.Graph) -> bool:
+    """Replace each Loop of `graph` (and of its subgraphs, innermost first) that runs a
+    constant number of times to the end by copies of its body; True if any was."""
+    changed = False
+    for node in list(graph):
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                changed |= unroll_loops(attr.as_graph())
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for sub in attr.as_graphs():
+                    changed |= unroll_loops(sub)
+        if node.op_type == "Loop" and node.domain in ("", "ai.onnx"):
+            count = _fixed_trip_count(node)
+            if count is not None:
+                _unroll(node, count)
+                changed = True
+    return changed
+
+
+def _fixed_trip_count(loop: ir.Node) -> int | None:
+    """The number of iterations of `loop` if it is a constant, the loop runs them all, and
+    the copies stay within the budget; otherwise None."""
+    trip, condition = (list(loop.inputs) + [None, None])[:2]
+    if trip is None or (condition is not None and not _is_true(condition)):
+        return None
+    tensor = ir.convenience.get_const_tensor(trip)
+    if tensor is None:
+        return None
+    count = int(tensor.numpy().reshape(()))
+    body = loop.attributes["body"].as_graph()
+    carried = len(loop.inputs) - 2
+    stacked = len(body.outputs) - 1 - carried
+    if count < 0 or (count == 0 and stacked):
+        return None  # nothing to copy, and stacked outputs would need their element shape
+    size = sum(1 for n in ir.traversal.RecursiveGraphIterator(body) if n.op_type != "Constant")
+    if count * (size + stacked) > UNROLL_BUDGET or body.initializers:
+        return None
+    condition_out = body.outputs[0]
+    while condition_out.producer() is not None and condition_out.producer().op_type == "Identity":
+        condition_out = condition_out.producer().inputs[0]
+    if condition_out is not body.inputs[1] and not _is_true(condition_out):
+        return None
+    return count
+
+
+def _is_true(value: ir.Value) -> bool:
+    tensor = ir.convenience.get_const_tensor(value)
+    return tensor is not None and bool(tensor.numpy().reshape(()))
+
+
+def _constant(graph: ir.Graph, before: ir.Node, array: np.ndarray, name: str) -> ir.Value:
+    node = ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.tensor(array))], name=name)
+    node.outputs[0].name = name
+    graph.insert_before(before, node)
+    return node.outputs[0]
+
+
+def _unroll(loop: ir.Node, count: int) -> None:
+    """Put `count` copies of `loop`'s body before it, chained through the carried values, and
+    give the loop's users the last values (and the per-iteration values stacked)."""
+    graph = loop.graph
+    body = loop.attributes["body"].as_graph()
+    carried = list(loop.inputs[2:])
+    stacked_steps: list[list[ir.Value]] = [[] for _ in body.outputs[1 + len(carried) :]]
+    prefix = loop.name or "loop"
+    for k in range(count):
+        copy = body.clone(allow_outer_scope_values=True)
+        inputs = list(copy.inputs)
+        outputs = list(copy.outputs)
+        copy.inputs.clear()
+        copy.outputs.clear()
+        nodes = list(copy)
+        copy.remove(nodes)
+        for node in nodes:
+            node.name = f"{prefix}/{k}/{node.name}"
+            for value in node.outputs:
+                value.name = f"{prefix}/{k}/{value.name}"
+        graph.insert_before(loop, nodes)
+        actual: dict[ir.Value, ir.Value] = {}
+        if inputs[0].uses() or inputs[0] in outputs:
+            actual[inputs[0]] = _constant(
+                graph, nodes[0] if nodes else loop, np.array(k, np.int64), f"{prefix}/{k}/iteration"
+            )
+        if inputs[1].uses() or inputs[1] in outputs:
+            actual[inputs[1]] = _constant(
+                graph, nodes[0] if nodes else loop, np.array(True), f"{prefix}/{k}/condition"
+            )
+        actual.update(zip(inputs[2:], carried, strict=True))
+        for formal, value in actual.items():
+            ir.convenience.replace_all_uses_with(formal, value)
+        outputs = [actual.get(value, value) for value in outputs]
+        carried = outputs[1 : 1 + len(carried)]
+        for steps, value in zip(stacked_steps, outputs[1 + len(carried) :], strict=True):
+            steps.append(value)
+    results = list(carried)
+    for i, steps in enumerate(stacked_steps):
+        axes = _constant(graph, loop, np.array([0], np.int64), f"{prefix}/axes")
+        rows = []
+        for k, value in enumerate(steps):
+            row = ir.Node("", "Unsqueeze", [value, axes], name=f"{prefix}/{k}/stack_{i}")
+            graph.insert_before(loop, row)
+            rows.append(row.outputs[0])
+        if len(rows) == 1:
+            results.append(rows[0])
+        else:
+            concat = ir.Node(
+                "", "Concat", rows, [ir.AttrInt64("axis", 0)], name=f"{prefix}/stack_{i}"
+            )
+            graph.insert_before(loop, concat)
+            results.append(concat.outputs[0])
+    for old, new in zip(loop.outputs, results, strict=True):
+        if old.is_graph_output():  # keeps its name: give it a node of its own
+            identity = ir.Node("", "Identity", [new], name=f"{prefix}/output")
+            graph.insert_before(loop, identity)
+            new = identity.outputs[0]
+            new.name, old.name = old.name, f"{prefix}/replaced"
+        if new.type is None:
+            new.type = old.type
+        if new.shape is None:
+            new.shape = old.shape
+        ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=True)
+    # The body's nodes would still count as users of the outer values they read.
+    for node in ir.traversal.RecursiveGraphIterator(body):
+        for i in range(len(node.inputs)):
+            node.replace_input_with(i, None)
+    graph.remove(loop, safe=True)

@@ -10,12 +10,13 @@ from pt_onnxscript.testing import compare_onnx_and_py
 
 @pytest.mark.parametrize("batch", [(2,), (3, 1)])
 def test_core_op_looped_over_broadcast_batch(batch, rng):
-    """A core op without a batch-aware translation runs once per batch element."""
+    """A core op without a batch-aware translation runs once per batch element (a Loop over
+    the batch, unrolled by the optimiser: the batch size is static here)."""
     x = pt.tensor("x", shape=(*batch, None, 4))
     y = pt.tensor("y", shape=(None, 4))
     out = Blockwise(ExtractDiag(offset=-1), signature="(m,n)->(k)")(x + y)
     values = [rng.normal(size=(*batch, 3, 4)), rng.normal(size=(3, 4))]
-    fn, _ = compare_onnx_and_py([x, y], out, values, expected_ops=["Loop"])
+    fn, _ = compare_onnx_and_py([x, y], out, values)
     assert any(isinstance(n.op, Blockwise) for n in fn.maker.fgraph.toposort())
 
 

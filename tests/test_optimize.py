@@ -1,0 +1,91 @@
+"""The ONNX-level optimiser's own passes: Loops unrolled, no-op Expands dropped."""
+
+import numpy as np
+import onnx_ir as ir
+import pytensor.tensor as pt
+import pytest
+from test_scan import scan
+
+from pt_onnxscript import export_onnx
+from pt_onnxscript.optimize import UNROLL_BUDGET, unroll_loops
+from pt_onnxscript.testing import _all_nodes, compare_onnx_and_py
+
+
+def op_types(model):
+    return [node.op_type for node in _all_nodes(model.graph)]
+
+
+@pytest.mark.parametrize("function", [pt.gammaln, pt.psi, pt.tri_gamma, pt.erfinv, pt.i0])
+def test_special_functions_export_without_loops(function, rng, opset):
+    """Their scripted `for k in range(n)` loops have a fixed count: unrolled, as plain
+    elementwise nodes (the values are those of the Loop, checked against PyTensor)."""
+    x = pt.dvector("x")
+    values = rng.uniform(-0.99, 0.99, size=20) if function is pt.erfinv else rng.gamma(2, size=20)
+    compare_onnx_and_py([x], function(x), [values], opset=opset, forbidden_ops=["Loop"])
+    compare_onnx_and_py([x], function(x), [np.zeros(0)], opset=opset)
+    if function is not pt.psi:  # psi's recurrence is a sum over a step axis
+        assert "Loop" in op_types(export_onnx(([x], [function(x)]), optimize=False))
+
+
+def test_a_scan_of_constant_length_unrolls_with_its_stacked_outputs(rng, opset):
+    x = pt.dvector("x")
+    # A recurrence reading the step number, carrying a value and stacking two outputs.
+    steps, totals = scan(
+        lambda k, total, x: (k * 2, total + x * k),
+        sequences=[pt.arange(4)],
+        outputs_info=[None, pt.zeros_like(x)],
+        non_sequences=[x],
+    )
+    compare_onnx_and_py(
+        [x], [steps, totals, totals[-1]], [rng.normal(size=3)], opset=opset, forbidden_ops=["Loop"]
+    )
+
+
+def test_a_scan_of_constant_length_as_the_graph_output_keeps_the_output_name(rng):
+    x = pt.dvector("x")
+    powers = scan(lambda p, x: p * x, outputs_info=[pt.ones_like(x)], non_sequences=[x], n_steps=3)
+    model = export_onnx(([x], [powers]), output_names=["powers"])
+    assert [o.name for o in model.graph.output] == ["powers"]
+    assert "Loop" not in op_types(model)
+    compare_onnx_and_py([x], powers, [rng.normal(size=2)], forbidden_ops=["Loop"])
+
+
+def test_a_long_or_symbolic_loop_stays_a_loop(rng):
+    x = pt.dvector("x")
+    k = pt.lscalar("k")
+    long = scan(lambda p: p + 1.0, outputs_info=[x], n_steps=UNROLL_BUDGET + 1)[-1]
+    symbolic = scan(lambda p: p + 1.0, outputs_info=[x], n_steps=k)[-1]
+    compare_onnx_and_py([x], long, [rng.normal(size=2)], expected_ops=["Loop"])
+    compare_onnx_and_py([x, k], symbolic, [rng.normal(size=2), np.array(3)], expected_ops=["Loop"])
+
+
+def test_loops_inside_a_loop_unroll_and_the_outer_one_stays(rng):
+    """psi's fixed loops inside a Scan of symbolic length: unrolled in the body."""
+    x = pt.dmatrix("x")
+    rows = scan(lambda row, prev: pt.psi(row + prev), sequences=[x], outputs_info=[x[0] * 0])
+    assert op_types(export_onnx(([x], [rows]))).count("Loop") == 1
+    compare_onnx_and_py([x], rows, [rng.gamma(2, size=(3, 4))], expected_ops=["Loop"])
+
+
+def test_a_loop_that_may_stop_early_is_not_unrolled():
+    from pytensor.scan.utils import until
+
+    x = pt.dscalar("x")
+    halvings = scan(lambda p: (p / 2, until(p < 1)), outputs_info=[x], n_steps=4)
+    model = ir.from_proto(export_onnx(([x], [halvings]), optimize=False))
+    assert not unroll_loops(model.graph)
+    compare_onnx_and_py([x], halvings, [np.array(10.0)], expected_ops=["Loop"])
+
+
+def test_expand_to_a_broadcastable_shape_is_dropped_and_a_real_broadcast_kept(rng):
+    x = pt.dvector("x")
+    s = pt.dvector("s", shape=(1,))
+    # Composite outputs not reading an input are expanded by its shape: here s's, (1,).
+    out = pt.second(s, x) * 2
+    model = export_onnx(([x, s], [out]))
+    assert "Expand" not in op_types(model)
+    compare_onnx_and_py([x, s], out, [rng.normal(size=3), rng.normal(size=1)])
+    wide = pt.second(x, s) * 2  # s broadcast to x's length: a real Expand
+    compare_onnx_and_py(
+        [x, s], wide, [rng.normal(size=3), rng.normal(size=1)], expected_ops=["Expand"]
+    )
