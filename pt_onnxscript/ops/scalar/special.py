@@ -10,7 +10,7 @@ constant).
 
 import numpy as np
 import pytensor.scalar.math as psm
-from onnxscript import DOUBLE, INT64, script
+from onnxscript import BOOL, DOUBLE, INT64, script
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import cast_inputs_to_output, constant, inline_in_float64
@@ -70,6 +70,18 @@ LGAM_C = np.array(
         -2.01889141433532773231e6,
     ]
 )
+STEPS_10 = np.arange(1.0, 11.0)  # the recurrences' steps down, as one axis
+STEPS_8 = np.arange(1.0, 9.0)
+
+
+@script()
+def _some(mask: BOOL[...]) -> BOOL:
+    """True if some element of `mask` is (False for an empty one): a branch only some inputs
+    need runs only for them."""
+    count = op18.ReduceSum(op18.Cast(mask, to=INT64.dtype), keepdims=0)
+    return count > op18.Constant(value_int=0)
+
+
 # sin(t) = t * sum_k SIN[k] t^(2k) for |t| <= pi/2 (Taylor, truncation below 1e-18).
 SIN_TAYLOR = np.array(
     [(-1.0) ** k / float(np.prod(np.arange(1, 2 * k + 2, dtype=float))) for k in range(11)]
@@ -84,14 +96,14 @@ def _lgamma_positive(x: DOUBLE[...]) -> DOUBLE[...]:
     a = op18.CastLike(LGAM_A, x)
     b = op18.CastLike(LGAM_B, x)
     c = op18.CastLike(LGAM_C, x)
-    # Below 13: z = (x-1)(x-2)...(u) for u in [2, 3), or 1/x (1/(x(x+1))) below 2 (1).
+    # Below 13: z = (x-1)(x-2)...(u) for u in [2, 3), or 1/x (1/(x(x+1))) below 2 (1). The
+    # up to 10 steps down (while u >= 3: u -= 1, z *= u) as one product over the step axis.
     small = op18.Min(x, op18.CastLike(13.0, x))
-    z = one
-    u = small
-    for k in range(10):
-        step = u >= op18.CastLike(3.0, x)
-        u = op18.Where(step, u - one, u)
-        z = op18.Where(step, z * u, z)
+    shifted = op18.Unsqueeze(small, op18.Constant(value_ints=[-1])) - op18.CastLike(STEPS_10, x)
+    down = shifted >= two
+    last = op18.Constant(value_ints=[-1])
+    z = op18.ReduceProd(op18.Where(down, shifted, one), last, keepdims=0)
+    u = small - op18.ReduceSum(op18.CastLike(down, x), last, keepdims=0)
     below_two = u < two
     z = op18.Where(below_two, z / u, z)
     u = op18.Where(below_two, u + one, u)
@@ -134,14 +146,18 @@ def gammaln(x: DOUBLE[...]) -> DOUBLE[...]:
     half = op18.CastLike(0.5, x)
     q = op18.Abs(x)
     positive = _lgamma_positive(op18.Where(op18.Equal(q, zero), one, q))
-    p = op18.Floor(q)
-    z = q - p
-    z = op18.Where(z > half, p + one - q, z)
-    sine = q * _sin_small(op18.CastLike(PI, x) * z)
-    reflected = op18.CastLike(LOGPI, x) - op18.Log(sine) - positive
-    pole = op18.Or(op18.Equal(x, zero), op18.And(x < zero, op18.Equal(p, q)))
-    result = op18.Where(x > zero, positive, reflected)
-    result = op18.Where(pole, op18.CastLike(INF, x), result)
+    negative = x < zero
+    if _some(negative):  # the reflection (and the negative poles) where x < 0
+        p = op18.Floor(q)
+        z = q - p
+        z = op18.Where(z > half, p + one - q, z)
+        sine = q * _sin_small(op18.CastLike(PI, x) * z)
+        reflected = op18.CastLike(LOGPI, x) - op18.Log(sine) - positive
+        pole = op18.And(negative, op18.Equal(p, q))
+        result = op18.Where(pole, op18.CastLike(INF, x), op18.Where(negative, reflected, positive))
+    else:
+        result = op18.Identity(positive)
+    result = op18.Where(op18.Equal(x, zero), op18.CastLike(INF, x), result)
     return op18.Where(op18.IsInf(x), op18.CastLike(INF, x), result)
 
 
@@ -207,17 +223,24 @@ def psi(x: DOUBLE[...]) -> DOUBLE[...]:
     two = op18.CastLike(2.0, x)
     ten = op18.CastLike(10.0, x)
     negative = x < zero
-    r = x - op18.Where(negative, op18.Ceil(x), op18.Floor(x))
-    y = op18.Where(negative, -op18.CastLike(PI, x) / tan_float64(op18.CastLike(PI, x) * r), zero)
-    w = op18.Where(negative, one - x, x)
-    # The recurrence moves w onto [1, 2]: below 1 once up, below 10 up to 8 times down.
-    below_one = w < one
-    y = op18.Where(below_one, y - one / w, y)
-    w = op18.Where(below_one, w + one, w)
-    for k in range(8):
-        down = op18.And(w > two, w < ten)
-        w = op18.Where(down, w - one, w)
-        y = op18.Where(down, y + one / w, y)
+    # The reflection where x < 0 (w = 1 - x there), then the recurrence moves w onto [1, 2]:
+    # below 1 once up (y -= 1/w), below 10 up to 8 times down (while 2 < w < 10: w -= 1,
+    # y += 1/w), the steps down as one sum over the step axis.
+    if _some(negative):
+        r = x - op18.Ceil(x)
+        pi = op18.CastLike(PI, x)
+        reflection = op18.Where(negative, -pi / tan_float64(pi * r), zero)
+        w = op18.Where(negative, one - x, x)
+        y = op18.Where(w < one, reflection - one / w, reflection)
+    else:
+        w = op18.Identity(x)
+        y = op18.Where(x < one, -one / x, zero)
+    w = op18.Where(w < one, w + one, w)
+    shifted = op18.Unsqueeze(w, op18.Constant(value_ints=[-1])) - op18.CastLike(STEPS_8, x)
+    down = op18.And(op18.Unsqueeze(w < ten, op18.Constant(value_ints=[-1])), shifted > one)
+    last = op18.Constant(value_ints=[-1])
+    y = y + op18.ReduceSum(op18.Where(down, one / shifted, zero), last, keepdims=0)
+    w = w - op18.ReduceSum(op18.CastLike(down, x), last, keepdims=0)
     p = op18.CastLike(PSI_P, x)
     q = op18.CastLike(PSI_Q, x)
     s = w - one
