@@ -8,54 +8,17 @@ interleaved across the runners, the median of the rounds, wall time beside CPU t
 Run: python benchmarks/cnn.py   (needs scikit-learn, the `test` extra)
 """
 
-import os
+from timing import ROUNDS, interleaved, session  # first: one core, one thread, before BLAS loads
 
-os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-os.environ.setdefault("NUMBA_NUM_THREADS", "1")
-if hasattr(os, "sched_setaffinity"):
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-
+# isort: split
 import collections
-import statistics
-import time
 
 import numpy as np
-import onnxruntime as ort
 import pytensor
 import pytensor.tensor as pt
 
 from pt_onnxscript import export_onnx, onnx_mode
 from pt_onnxscript.demos import digits
-
-ROUNDS = 15
-
-
-def session(model):
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    return ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-
-
-def interleaved(runners, value, seconds=0.05):
-    """Median wall and CPU seconds per call of each runner, rounds interleaved."""
-    numbers = {}
-    for name, run in runners.items():
-        run(value)
-        start = time.perf_counter()
-        run(value)
-        numbers[name] = max(1, int(seconds / max(time.perf_counter() - start, 1e-7)))
-    wall = collections.defaultdict(list)
-    cpu = collections.defaultdict(list)
-    for _ in range(ROUNDS):
-        for name, run in runners.items():
-            w0, c0 = time.perf_counter(), time.process_time()
-            for _ in range(numbers[name]):
-                run(value)
-            wall[name].append((time.perf_counter() - w0) / numbers[name])
-            cpu[name].append((time.process_time() - c0) / numbers[name])
-    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in runners}
 
 
 def main():

@@ -1,0 +1,113 @@
+"""A PyMC model's log-density and gradient, side by side in one run: PyMC's own backends
+(PyTensor's default mode and Numba), PyMC with mode "ONNX", the file `export_logp` writes in
+a raw ONNX Runtime session, and, as the floor of any ONNX Runtime call, a session running a
+one-node model on the same point. Then the exported models' nodes.
+
+Models: notebook 03's (a Student-t regression with 8 group offsets: its logp calls gammaln,
+its gradient digamma) and a hierarchical normal model with 1,000 group means over 5,000
+observations.
+
+One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
+
+Run: python benchmarks/pymc_logp.py   (needs the `pymc` extra)
+"""
+
+from timing import ROUNDS, interleaved, session  # first: one core, one thread, before BLAS loads
+
+# isort: split
+import collections
+
+import numpy as np
+import onnx
+import pymc as pm
+
+from pt_onnxscript import onnx_mode
+from pt_onnxscript.pymc_model import export_logp, layout, ravel_point
+
+
+def student_t_model():
+    rng = np.random.default_rng(0)
+    group = rng.integers(0, 8, 200)
+    y = rng.normal(size=200) + group / 4
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        tau = pm.HalfNormal("tau", 1)
+        offset = pm.Normal("offset", 0, 1, shape=8)
+        nu = pm.Gamma("nu", 2, 0.1)
+        pm.StudentT("y", nu=nu, mu=mu + tau * offset[group], sigma=1, observed=y)
+    return model
+
+
+def hierarchical_normal_model():
+    rng = np.random.default_rng(1)
+    group = rng.integers(0, 1000, 5000)
+    y = rng.normal(size=5000) + group / 500
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        tau = pm.HalfNormal("tau", 1)
+        theta = pm.Normal("theta", mu, tau, shape=1000)
+        sigma = pm.HalfNormal("sigma", 1)
+        pm.Normal("y", theta[group], sigma, observed=y)
+    return model
+
+
+def floor_model(size):
+    """One Identity on a float64 vector: what any ONNX Runtime call costs."""
+    point = onnx.helper.make_tensor_value_info("point", onnx.TensorProto.DOUBLE, [size])
+    out = onnx.helper.make_tensor_value_info("out", onnx.TensorProto.DOUBLE, [size])
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["point"], ["out"])], "floor", [point], [out]
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    return model
+
+
+def runners_for(model):
+    point = ravel_point(model.initial_point(), layout(model))
+    proto = export_logp(model)
+    exported = session(proto)
+    floor = session(floor_model(point.size))
+
+    def pymc(mode=None):
+        fn = model.logp_dlogp_function(ravel_inputs=True, **({"mode": mode} if mode else {}))
+        fn.set_extra_values({})
+        return fn
+
+    runners = {
+        "PyMC default mode": pymc(),
+        "PyMC NUMBA mode": pymc("NUMBA"),
+        'PyMC mode "ONNX"': pymc(onnx_mode(threads=1)),
+        "exported, ONNX Runtime": lambda v: exported.run(None, {"point": v}),
+        "1-node ORT call (floor)": lambda v: floor.run(None, {"point": v}),
+    }
+    logp, dlogp = runners["PyMC default mode"](point)
+    for name in ("PyMC NUMBA mode", 'PyMC mode "ONNX"', "exported, ONNX Runtime"):
+        other_logp, other_dlogp = runners[name](point)
+        np.testing.assert_allclose(other_logp, logp, rtol=1e-9)
+        # PyTensor's C digamma is accurate to about 4e-9 only (README, "PyMC").
+        np.testing.assert_allclose(other_dlogp, dlogp, rtol=1e-7, atol=1e-12)
+    return runners, point, proto
+
+
+def main():
+    tables = {}
+    for label, build in (
+        ("Student-t (notebook 03)", student_t_model),
+        ("hierarchical normal, 1,000 means", hierarchical_normal_model),
+    ):
+        runners, point, proto = runners_for(build())
+        tables[label] = interleaved(runners, point), proto
+    for label, (results, proto) in tables.items():
+        base = results["PyMC default mode"][0]
+        print(f"\n{label}: logp and gradient, 1 core, median of {ROUNDS} rounds")
+        print(f"{'':26}{'wall':>10}{'cpu':>10}   vs PyMC default (wall)")
+        for name, (wall, cpu) in results.items():
+            print(f"{name:26}{wall * 1e6:>8.1f}us{cpu * 1e6:>8.1f}us   {wall / base:>6.2f}x")
+        counts = collections.Counter(node.op_type for node in proto.graph.node)
+        top = ", ".join(f"{op} {n}" for op, n in counts.most_common(6))
+        print(f"exported model: {len(proto.graph.node)} nodes ({top}, ...)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""What every benchmark here shares: one core, one thread everywhere, rounds interleaved
+across the runners, the median of the rounds, wall time beside CPU time.
+
+Import it first (it pins the process and sets the thread counts before NumPy loads BLAS).
+"""
+
+import os
+
+os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+import collections
+import statistics
+import time
+
+import onnxruntime as ort
+
+ROUNDS = 15
+
+
+def session(model):
+    """An ONNX Runtime CPU session on one thread."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def interleaved(runners, value, seconds=0.05):
+    """Median wall and CPU seconds per call of each runner on `value`, rounds interleaved."""
+    numbers = {}
+    for name, run in runners.items():
+        run(value)
+        start = time.perf_counter()
+        run(value)
+        numbers[name] = max(1, int(seconds / max(time.perf_counter() - start, 1e-7)))
+    wall = collections.defaultdict(list)
+    cpu = collections.defaultdict(list)
+    for _ in range(ROUNDS):
+        for name, run in runners.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(numbers[name]):
+                run(value)
+            wall[name].append((time.perf_counter() - w0) / numbers[name])
+            cpu[name].append((time.process_time() - c0) / numbers[name])
+    return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in runners}
