@@ -170,6 +170,12 @@ QUIRKS: dict[str, Quirk] = {
         "turns a -0.0 taken from its second input into +0.0 (its third input keeps it)",
         "ops.common.where puts a constant without -0.0 second, or restores the sign",
     ),
+    "not_where_fusion": Quirk(
+        "Where",
+        "its graph optimizer rewrites Where(Not(c), x, y) into Where(c, y, x), moving y to "
+        "where a -0.0 is lost",
+        "ops.common.negate writes Not(c) as Xor(c, True) for Where's condition",
+    ),
     "integer_reduce_saturates": Quirk(
         "ReduceSum",
         "int64 ReduceSum and ReduceProd saturate instead of wrapping",

@@ -147,8 +147,29 @@ QUIRK_PROBES = {
         )
     ),
     "float16_sign_nan": lambda: _run("Sign", {"x": np.array([np.nan], np.float16)})[0] == 0,
+    "not_where_fusion": lambda: not np.signbit(_where_of_not([True], [1.0], [-0.0])[0]),
     "float64_sin_cos": lambda: _relative_error_of_sin_near_zeros() > 1e-6,
 }
+
+
+def _where_of_not(c, a, b):
+    """Where(Not(c), a, b) as a two-node model (ONNX Runtime may fuse the Not away)."""
+    feeds = {"c": np.array(c), "a": np.array(a), "b": np.array(b)}
+    graph = helper.make_graph(
+        [
+            helper.make_node("Not", ["c"], ["n"]),
+            helper.make_node("Where", ["n", "a", "b"], ["y"]),
+        ],
+        "probe",
+        [
+            helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+            for k, v in feeds.items()
+        ],
+        [onnx.ValueInfoProto(name="y")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
 
 
 def _relative_error_of_sin_near_zeros():

@@ -32,24 +32,33 @@ def constant(g, value, dtype: str):
 def where(g, cond, a, b, dtype: str):
     """Where(cond, a, b) for values of PyTensor dtype `dtype`.
 
-    ONNX Runtime's Where turns a -0.0 taken from `a` (not from `b`) into +0.0. A constant
-    without -0.0 goes first, as is, or the condition is negated to put it there; otherwise
-    the zeros taken from a -0.0 in `a` get their sign back by a multiplication by -1.
+    ONNX Runtime's Where turns a -0.0 taken from `a` (not from `b`) into +0.0 (most
+    broadcasts). A constant without -0.0 goes first, as is, or the condition is negated (by
+    Xor: ONNX Runtime fuses a Not into the Where, swapping the branches back) to put it
+    there; otherwise a zero taken from a -0.0 in `a` that came out +0.0 gets its sign back by
+    a multiplication by -1.
     """
     via = kernel_dtype("Where", dtype, keep="bits")
     if np.dtype(dtype).kind == "f":
         if _no_negative_zero(a):
             return g.Where(cond, a, b)
         if _no_negative_zero(b):
-            return g.Where(g.Not(cond), b, a)
-        zero = constant(g, 0, dtype)
-        negative_zero = g.And(g.Equal(a, zero), g.Less(g.Div(constant(g, 1, dtype), a), zero))
-        sign = g.Where(g.And(cond, negative_zero), constant(g, -1, dtype), constant(g, 1, dtype))
-        return g.Mul(g.Where(cond, a, b), sign)
+            return g.Where(negate(g, cond), b, a)
+        zero, one = constant(g, 0, dtype), constant(g, 1, dtype)
+        negative_zero = g.And(g.Equal(a, zero), g.Less(g.Div(one, a), zero))
+        result = g.Where(cond, a, b)
+        lost = g.And(g.And(cond, negative_zero), g.Greater(g.Div(one, result), zero))
+        return g.Mul(result, g.Where(lost, constant(g, -1, dtype), one))
     if via == dtype:
         return g.Where(cond, a, b)
     to, back = onnx_dtype(via), onnx_dtype(dtype)
     return g.Cast(g.Where(cond, g.Cast(a, to=to), g.Cast(b, to=to)), to=back)
+
+
+def negate(g, cond):
+    """Not(cond), as Xor(cond, True): ONNX Runtime's NotWhereFusion rewrites Where(Not(c), x, y)
+    into Where(c, y, x), which would put a branch back where Where loses its -0.0."""
+    return g.Xor(cond, constant(g, True, "bool"))
 
 
 def _no_negative_zero(value) -> bool:
