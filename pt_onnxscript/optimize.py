@@ -27,7 +27,7 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes import common as common_passes
 from onnxscript.optimizer import fold_constants_ir
-from onnxscript.rewriter import MatchResult, RewritePass, RewriteRuleSet
+from onnxscript.rewriter import MatchResult, RewritePass, RewriteRuleClassBase, RewriteRuleSet
 from onnxscript.rewriter.rules import common as rules
 from onnxscript.rewriter.rules.common._basic_rules import ExpandIdentity
 
@@ -52,6 +52,48 @@ class ExpandToOwnShape(ExpandIdentity):
         return check
 
 
+class SignRepairedWhere(RewriteRuleClassBase):
+    """`ops.common.where`'s repair of ONNX Runtime's Where, which turns a -0.0 taken from its
+    second input into +0.0: ``Where(c, a, b) * Where(c and a is -0.0, -1, 1)``, built when
+    neither branch was a known constant, becomes ``Where(Not(c), b, a)`` once constant
+    folding shows that `b` is a constant without -0.0 (or ``Where(c, a, b)`` for such an
+    `a`): two nodes instead of eleven (the negation is a Xor with True, see `negate`)."""
+
+    def pattern(self, op, cond, a, b, zero, one, minus_one):
+        negative_zero = op.And(op.Equal(a, zero), op.Less(op.Div(one, a), zero))
+        result = op.Where(cond, a, b)
+        lost = op.And(op.And(cond, negative_zero), op.Greater(op.Div(one, result), zero))
+        return op.Mul(result, op.Where(lost, minus_one, one))
+
+    def check(self, context, cond, a, b, zero, one, minus_one, **_):
+        check = MatchResult()
+        for value, expected in ((zero, 0), (one, 1), (minus_one, -1)):
+            if not _constant_equal(value, expected):
+                return check.fail(f"{value.name} is not the constant {expected}")
+        if not (_without_negative_zero(a) or _without_negative_zero(b)):
+            return check.fail("neither branch is a constant without -0.0")
+        return check
+
+    def rewrite(self, op, cond, a, b, **_):
+        if _without_negative_zero(a):
+            return op.Where(cond, a, b)
+        true = op.initializer(ir.tensor(np.array(True), name="true"))
+        return op.Where(op.Xor(cond, true), b, a)
+
+
+def _constant_equal(value: ir.Value, expected: float) -> bool:
+    tensor = ir.convenience.get_const_tensor(value)
+    return tensor is not None and tensor.size == 1 and float(tensor.numpy().item()) == expected
+
+
+def _without_negative_zero(value: ir.Value) -> bool:
+    tensor = ir.convenience.get_const_tensor(value)
+    if tensor is None:
+        return False
+    array = tensor.numpy()
+    return not np.any((array == 0) & np.signbit(array))
+
+
 # onnxscript's default rules (onnxscript.rewriter._DEFAULT_REWRITE_RULES), minus those above.
 EXACT_RULES = RewriteRuleSet(
     [
@@ -69,6 +111,7 @@ EXACT_RULES = RewriteRuleSet(
         rules.successive_relu_rule,
         rules.no_op_cast_rule,
         ExpandToOwnShape.rule(),
+        SignRepairedWhere.rule(),
         rules.flatten_to_reshape_rule,
         rules.reshape_reshape_rule,
         rules.no_op_transpose_rule,

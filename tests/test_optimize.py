@@ -1,14 +1,18 @@
-"""The ONNX-level optimiser's own passes: Loops unrolled, no-op Expands dropped."""
+"""The ONNX-level optimiser's own passes: Loops unrolled, no-op Expands dropped, Where's
+sign repair shortened."""
 
 import numpy as np
 import onnx_ir as ir
+import onnxruntime as ort
+import pytensor
 import pytensor.tensor as pt
 import pytest
+from pytensor.graph.traversal import ancestors
 from test_scan import scan
 
 from pt_onnxscript import export_onnx
 from pt_onnxscript.optimize import UNROLL_BUDGET, unroll_loops
-from pt_onnxscript.testing import _all_nodes, compare_onnx_and_py
+from pt_onnxscript.testing import PY_MODE, _all_nodes, compare_onnx_and_py
 
 
 def op_types(model):
@@ -106,3 +110,35 @@ def test_indexing_a_vector_with_a_vector_is_gather_elements(rng):
     compare_onnx_and_py(
         [m, i], m[i], [rng.normal(size=(3, 2)), np.array([2, 0])], expected_ops=["Gather"]
     )
+
+
+SWITCHES = {
+    "constant zero": lambda x, y, s: pt.switch(x >= 0, -x, np.float64(0)),
+    "integer zero, cast": lambda x, y, s: pt.switch(x >= 0, -x, 0),
+    "constant vector": lambda x, y, s: pt.switch(x >= 0, -x, pt.constant(np.zeros(3))),
+    "constant first": lambda x, y, s: pt.switch(x < 0, np.float64(0), -x),
+    "two inputs": lambda x, y, s: pt.switch(x >= 0, -x, y),
+    "broadcast branch": lambda x, y, s: pt.switch(x >= 0, -s, y),
+    "broadcast condition": lambda x, y, s: pt.switch(s >= 0, -s, y),
+}
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+@pytest.mark.parametrize("case", SWITCHES)
+def test_switch_keeps_negative_zeros(case, optimize):
+    """ONNX Runtime's Where loses a -0.0 from its second input, and fuses a Not before it
+    into swapped branches: `where` negates with Xor and repairs the sign; the optimiser's
+    rule shortens the repair once a branch is a known constant."""
+    x, y, s = pt.dvector("x"), pt.dvector("y"), pt.dvector("s", shape=(1,))
+    out = SWITCHES[case](x, y, s)
+    values = {"x": np.array([0.0, 1.0, -2.0]), "y": np.array([-0.0, -0.0, 3.0]), "s": [0.0]}
+    inputs = [v for v in (x, y, s) if v in ancestors([out])]
+    feeds = [np.asarray(values[v.name]) for v in inputs]
+    expected = pytensor.function(inputs, out, mode=PY_MODE)(*feeds)
+    model = export_onnx((inputs, [out]), optimize=optimize)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, dict(zip([v.name for v in inputs], feeds, strict=True)))[0]
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+    if optimize and case in ("constant zero", "integer zero, cast", "constant first"):
+        assert len(model.graph.node) <= 4, op_types(model)
