@@ -77,7 +77,7 @@ class SignRepairedWhere(RewriteRuleClassBase):
     def rewrite(self, op, cond, a, b, **_):
         if _without_negative_zero(a):
             return op.Where(cond, a, b)
-        true = op.initializer(ir.tensor(np.array(True), name="true"))
+        true = op.Constant(value=ir.tensor(np.array(True)))
         return op.Where(op.Xor(cond, true), b, a)
 
 

@@ -120,6 +120,9 @@ SWITCHES = {
     "two inputs": lambda x, y, s: pt.switch(x >= 0, -x, y),
     "broadcast branch": lambda x, y, s: pt.switch(x >= 0, -s, y),
     "broadcast condition": lambda x, y, s: pt.switch(s >= 0, -s, y),
+    "two repairs": lambda x, y, s: pt.concatenate(
+        [pt.switch(x >= 0, -x, 0), pt.switch(x < 1, -x * 2, 0)]
+    ),
 }
 
 
