@@ -96,34 +96,42 @@ def _lgamma_positive(x: DOUBLE[...]) -> DOUBLE[...]:
     a = op18.CastLike(LGAM_A, x)
     b = op18.CastLike(LGAM_B, x)
     c = op18.CastLike(LGAM_C, x)
-    # Below 13: z = (x-1)(x-2)...(u) for u in [2, 3), or 1/x (1/(x(x+1))) below 2 (1). The
-    # up to 10 steps down (while u >= 3: u -= 1, z *= u) as one product over the step axis.
-    small = op18.Min(x, op18.CastLike(13.0, x))
-    shifted = op18.Unsqueeze(small, op18.Constant(value_ints=[-1])) - op18.CastLike(STEPS_10, x)
-    down = shifted >= two
-    last = op18.Constant(value_ints=[-1])
-    z = op18.ReduceProd(op18.Where(down, shifted, one), last, keepdims=0)
-    u = small - op18.ReduceSum(op18.CastLike(down, x), last, keepdims=0)
-    below_two = u < two
-    z = op18.Where(below_two, z / u, z)
-    u = op18.Where(below_two, u + one, u)
-    below_two = u < two
-    z = op18.Where(below_two, z / u, z)
-    u = op18.Where(below_two, u + one, u)
-    p = u - two
-    bp = ((((b[0] * p + b[1]) * p + b[2]) * p + b[3]) * p + b[4]) * p + b[5]
-    cp = (((((p + c[0]) * p + c[1]) * p + c[2]) * p + c[3]) * p + c[4]) * p + c[5]
-    recurrence = op18.Log(z) + p * bp / cp
-    # Stirling: (x - 1/2) log x - x + log sqrt(2 pi) + series(1/x^2) / x.
-    q = (x - op18.CastLike(0.5, x)) * op18.Log(x) - x + op18.CastLike(LS2PI, x)
-    r = one / (x * x)
-    series = (((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]
-    s = op18.CastLike(LGAM_SHORT, x)
-    short = (s[0] * r + s[1]) * r + s[2]
-    stirling = op18.Where(x >= op18.CastLike(1000.0, x), q + short / x, q + series / x)
-    stirling = op18.Where(x > op18.CastLike(1.0e8, x), q, stirling)
-    stirling = op18.Where(x > op18.CastLike(MAXLGM, x), op18.CastLike(INF, x), stirling)
-    return op18.Where(x < op18.CastLike(13.0, x), recurrence, stirling)
+    # Each branch runs (If) only when some element takes it.
+    below = x < op18.CastLike(13.0, x)
+    if _some(below):
+        # Below 13: z = (x-1)(x-2)...(u) for u in [2, 3), or 1/x (1/(x(x+1))) below 2 (1). The
+        # up to 10 steps down (while u >= 3: u -= 1, z *= u) as one product over the step axis.
+        small = op18.Min(x, op18.CastLike(13.0, x))
+        shifted = op18.Unsqueeze(small, op18.Constant(value_ints=[-1])) - op18.CastLike(STEPS_10, x)
+        down = shifted >= two
+        last = op18.Constant(value_ints=[-1])
+        z = op18.ReduceProd(op18.Where(down, shifted, one), last, keepdims=0)
+        u = small - op18.ReduceSum(op18.CastLike(down, x), last, keepdims=0)
+        below_two = u < two
+        z = op18.Where(below_two, z / u, z)
+        u = op18.Where(below_two, u + one, u)
+        below_two = u < two
+        z = op18.Where(below_two, z / u, z)
+        u = op18.Where(below_two, u + one, u)
+        p = u - two
+        bp = ((((b[0] * p + b[1]) * p + b[2]) * p + b[3]) * p + b[4]) * p + b[5]
+        cp = (((((p + c[0]) * p + c[1]) * p + c[2]) * p + c[3]) * p + c[4]) * p + c[5]
+        recurrence = op18.Log(z) + p * bp / cp
+    else:
+        recurrence = op18.Identity(x)  # taken by no element
+    if _some(op18.Not(below)):
+        # Stirling: (x - 1/2) log x - x + log sqrt(2 pi) + series(1/x^2) / x.
+        q = (x - op18.CastLike(0.5, x)) * op18.Log(x) - x + op18.CastLike(LS2PI, x)
+        r = one / (x * x)
+        series = (((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]
+        s = op18.CastLike(LGAM_SHORT, x)
+        short = (s[0] * r + s[1]) * r + s[2]
+        stirling = op18.Where(x >= op18.CastLike(1000.0, x), q + short / x, q + series / x)
+        stirling = op18.Where(x > op18.CastLike(1.0e8, x), q, stirling)
+        stirling = op18.Where(x > op18.CastLike(MAXLGM, x), op18.CastLike(INF, x), stirling)
+    else:
+        stirling = op18.Identity(x)  # taken by no element
+    return op18.Where(below, recurrence, stirling)
 
 
 @script()
@@ -241,31 +249,40 @@ def psi(x: DOUBLE[...]) -> DOUBLE[...]:
     last = op18.Constant(value_ints=[-1])
     y = y + op18.ReduceSum(op18.Where(down, one / shifted, zero), last, keepdims=0)
     w = w - op18.ReduceSum(op18.CastLike(down, x), last, keepdims=0)
-    p = op18.CastLike(PSI_P, x)
-    q = op18.CastLike(PSI_Q, x)
-    s = w - one
-    ps = ((((p[0] * s + p[1]) * s + p[2]) * s + p[3]) * s + p[4]) * s + p[5]
-    qs = (((((q[0] * s + q[1]) * s + q[2]) * s + q[3]) * s + q[4]) * s + q[5]) * s + q[6]
-    g = w - op18.CastLike(PSI_ROOT1, x)
-    g = g - op18.CastLike(PSI_ROOT2, x)
-    g = g - op18.CastLike(PSI_ROOT3, x)
-    near_root = g * op18.CastLike(PSI_Y, x) + g * (ps / qs)
-    a = op18.CastLike(PSI_A, x)
-    z = one / (w * w)
-    series = z * ((((((a[0] * z + a[1]) * z + a[2]) * z + a[3]) * z + a[4]) * z + a[5]) * z + a[6])
-    series = op18.Where(w < op18.CastLike(PSI_SERIES_MAX, x), series, zero)
-    asymptotic = op18.Log(w) - op18.CastLike(0.5, x) / w - series
-    result = y + op18.Where(w <= two, near_root, asymptotic)
+    # Each branch runs (If) only when some element takes it.
+    near = w <= two
+    if _some(near):
+        p = op18.CastLike(PSI_P, x)
+        q = op18.CastLike(PSI_Q, x)
+        s = w - one
+        ps = ((((p[0] * s + p[1]) * s + p[2]) * s + p[3]) * s + p[4]) * s + p[5]
+        qs = (((((q[0] * s + q[1]) * s + q[2]) * s + q[3]) * s + q[4]) * s + q[5]) * s + q[6]
+        g = w - op18.CastLike(PSI_ROOT1, x)
+        g = g - op18.CastLike(PSI_ROOT2, x)
+        g = g - op18.CastLike(PSI_ROOT3, x)
+        near_root = g * op18.CastLike(PSI_Y, x) + g * (ps / qs)
+    else:
+        near_root = op18.Identity(w)  # taken by no element
+    if _some(op18.Not(near)):
+        a = op18.CastLike(PSI_A, x)
+        z = one / (w * w)
+        series = a[0] * z + a[1]
+        series = z * (((((series * z + a[2]) * z + a[3]) * z + a[4]) * z + a[5]) * z + a[6])
+        series = op18.Where(w < op18.CastLike(PSI_SERIES_MAX, x), series, zero)
+        asymptotic = op18.Log(w) - op18.CastLike(0.5, x) / w - series
+    else:
+        asymptotic = op18.Identity(w)  # taken by no element
+    result = y + op18.Where(near, near_root, asymptotic)
     # Integers: harmonic sums up to 10 (exact table), poles at 0 and below.
     integer = op18.Equal(x, op18.Floor(x))
-    table = op18.Gather(
-        op18.CastLike(PSI_AT_INTEGERS, x),
-        op18.Cast(
-            op18.Where(op18.IsNaN(x), zero, op18.Min(op18.Max(x, zero), ten)), to=INT64.dtype
-        ),
-    )
-    result = op18.Where(op18.And(integer, op18.And(x > zero, x <= ten)), table, result)
-    result = op18.Where(op18.And(integer, negative), op18.CastLike(NAN, x), result)
+    tabled = op18.And(integer, op18.And(x > zero, x <= ten))
+    if _some(tabled):
+        index = op18.Where(op18.IsNaN(x), zero, op18.Min(op18.Max(x, zero), ten))
+        table = op18.Gather(op18.CastLike(PSI_AT_INTEGERS, x), op18.Cast(index, to=INT64.dtype))
+        exact = op18.Where(tabled, table, result)
+    else:
+        exact = op18.Identity(result)
+    result = op18.Where(op18.And(integer, negative), op18.CastLike(NAN, x), exact)
     # -1/x is SciPy's pole: -inf at +0.0, +inf at -0.0.
     result = op18.Where(op18.Equal(x, zero), -one / x, result)
     result = op18.Where(op18.Equal(x, op18.CastLike(INF, x)), x, result)
