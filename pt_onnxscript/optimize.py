@@ -34,15 +34,20 @@ from onnxscript.rewriter.rules.common._basic_rules import ExpandIdentity
 
 class ExpandToOwnShape(ExpandIdentity):
     """``Expand(x, shape) -> x`` when broadcasting x with `shape` gives x's own shape: `shape`
-    is a constant no longer than x's rank whose entries are 1 or x's static dim (onnxscript's
-    rule takes only x's exact shape; a Composite's output expanded by a broadcastable
-    input's shape, [1], is the common case)."""
+    is a constant no longer than x's rank whose entries are 1 or x's static dim, or empty
+    (onnxscript's rule takes only x's exact shape; a Composite's output expanded by a
+    broadcastable input's shape, [1], and a check that folded to passing, [], are the common
+    cases)."""
 
     def check(self, context, x, shape):
         check = MatchResult()
-        if shape.const_value is None or x.shape is None:
-            return check.fail("the shape or the input's rank is not known")
+        if shape.const_value is None:
+            return check.fail("the shape is not a constant")
         target = shape.const_value.numpy().tolist()
+        if not target:
+            return check  # broadcasting with a 0-d shape: x whatever its shape
+        if x.shape is None:
+            return check.fail("the input's rank is not known")
         dims = x.shape.dims
         if len(target) > len(dims):
             return check.fail("the expand adds dims")

@@ -145,3 +145,21 @@ def test_switch_keeps_negative_zeros(case, optimize):
     np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
     if optimize and case in ("constant zero", "integer zero, cast", "constant first"):
         assert len(model.graph.node) <= 4, op_types(model)
+
+
+def test_expand_to_a_0d_shape_is_dropped_whatever_the_input():
+    """Expand(x, []) is x even when x's rank is unknown (a check that folded to passing)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pt_onnxscript.optimize import optimize
+
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["x", "shape"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, None)],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
+        initializer=[numpy_helper.from_array(np.zeros(0, np.int64), "shape")],
+    )
+    model = ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    optimize(model)
+    assert [node.op_type for node in model.graph] in ([], ["Identity"])
