@@ -75,12 +75,12 @@ class SignRepairedWhere(RewriteRuleClassBase):
         for value, expected in ((zero, 0), (one, 1), (minus_one, -1)):
             if not _constant_equal(value, expected):
                 return check.fail(f"{value.name} is not the constant {expected}")
-        if not (_without_negative_zero(a) or _without_negative_zero(b)):
+        if not (no_negative_zero(a) or no_negative_zero(b)):
             return check.fail("neither branch is a constant without -0.0")
         return check
 
     def rewrite(self, op, cond, a, b, **_):
-        if _without_negative_zero(a):
+        if no_negative_zero(a):
             return op.Where(cond, a, b)
         true = op.Constant(value=ir.tensor(np.array(True)))
         return op.Where(op.Xor(cond, true), b, a)
@@ -91,7 +91,8 @@ def _constant_equal(value: ir.Value, expected: float) -> bool:
     return tensor is not None and tensor.size == 1 and float(tensor.numpy().item()) == expected
 
 
-def _without_negative_zero(value: ir.Value) -> bool:
+def no_negative_zero(value: ir.Value) -> bool:
+    """Whether `value` is a constant known to hold no -0.0 (`ops.common.where` asks too)."""
     tensor = ir.convenience.get_const_tensor(value)
     if tensor is None:
         return False

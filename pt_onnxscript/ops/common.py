@@ -4,6 +4,7 @@ import numpy as np
 import onnx_ir as ir
 from pytensor.tensor import constant as tensor_constant
 
+from pt_onnxscript.optimize import no_negative_zero
 from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.scripted import inline
 from pt_onnxscript.translate import constant_value
@@ -40,9 +41,9 @@ def where(g, cond, a, b, dtype: str):
     """
     via = kernel_dtype("Where", dtype, keep="bits")
     if np.dtype(dtype).kind == "f":
-        if _no_negative_zero(a):
+        if no_negative_zero(a):
             return g.Where(cond, a, b)
-        if _no_negative_zero(b):
+        if no_negative_zero(b):
             return g.Where(negate(g, cond), b, a)
         zero, one = constant(g, 0, dtype), constant(g, 1, dtype)
         negative_zero = g.And(g.Equal(a, zero), g.Less(g.Div(one, a), zero))
@@ -59,15 +60,6 @@ def negate(g, cond):
     """Not(cond), as Xor(cond, True): ONNX Runtime's NotWhereFusion rewrites Where(Not(c), x, y)
     into Where(c, y, x), which would put a branch back where Where loses its -0.0."""
     return g.Xor(cond, constant(g, True, "bool"))
-
-
-def _no_negative_zero(value) -> bool:
-    """Whether `value` is a constant known to hold no -0.0."""
-    tensor = value.const_value
-    if tensor is None:
-        return False
-    array = tensor.numpy()
-    return not np.any((array == 0) & np.signbit(array))
 
 
 CHECK = "pt_onnxscript.check"
