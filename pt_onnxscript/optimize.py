@@ -20,6 +20,9 @@ range(n)``, a Scan of constant length) are unrolled when the copies stay small
 (`UNROLL_BUDGET` nodes): ONNX Runtime pays microseconds per Loop iteration and a fraction of
 one per node, and the copies compute the same operations on the same values.
 
+Shape arithmetic in a Loop body that reads only values from outside the loop (the checks of
+broadcasting on rows of a Scan's sequences) is moved out of it (`hoist_loop_invariants`).
+
 Symbolic dims stay symbolic (nothing is folded from an unknown size).
 """
 
@@ -151,11 +154,12 @@ def optimize(model: ir.Model) -> None:
     for _ in range(4):
         folded = fold_constants_ir(model, onnx_shape_inference=True).modified
         common_passes.LiftSubgraphInitializersToMainGraphPass()(model)  # folded constants
-        unrolled = unroll_loops(model.graph)
+        hoisted = hoist_loop_invariants(model.graph)
+        unrolled = unroll_loops(model.graph) | unroll_by_factor(model.graph)
         rules = _rules_for(model)
         rewritten = rules is not None and RewritePass(rules)(model).modified
         common_passes.RemoveUnusedNodesPass()(model)
-        if not (folded or unrolled or rewritten):
+        if not (folded or unrolled or hoisted or rewritten):
             break
     ir.passes.Sequential(
         common_passes.RemoveUnusedOpsetsPass(),
@@ -241,6 +245,43 @@ def _constant(graph: ir.Graph, before: ir.Node, array: np.ndarray, name: str) ->
     return node.outputs[0]
 
 
+def _splice(body, graph, before, prefix, iteration, condition, carried) -> list[ir.Value]:
+    """Copy the nodes of Loop body `body` into `graph` (before node `before`, or at its end),
+    reading `iteration`, `condition` and `carried` for the body's inputs (each a value or a
+    function making one when the copy reads it); the copy's outputs."""
+    copy = body.clone(allow_outer_scope_values=True)
+    inputs, outputs = list(copy.inputs), list(copy.outputs)
+    copy.inputs.clear()
+    copy.outputs.clear()
+    nodes = list(copy)
+    copy.remove(nodes)
+    for node in nodes:
+        node.name = f"{prefix}/{node.name}"
+        for value in node.outputs:
+            value.name = f"{prefix}/{value.name}"
+    if before is None:
+        graph.extend(nodes)
+    else:
+        graph.insert_before(before, nodes)
+    actual: dict[ir.Value, ir.Value] = {}
+    for formal, value in zip(inputs[:2], [iteration, condition], strict=True):
+        if formal.uses() or formal in outputs:
+            actual[formal] = value(nodes[0] if nodes else before) if callable(value) else value
+    actual.update(zip(inputs[2:], carried, strict=True))
+    for formal, value in actual.items():
+        ir.convenience.replace_all_uses_with(formal, value)
+    return [actual.get(value, value) for value in outputs]
+
+
+def _detach(loop: ir.Node) -> None:
+    """Remove `loop`, first detaching its body's nodes (they would still count as users of
+    the outer values they read)."""
+    for node in ir.traversal.RecursiveGraphIterator(loop.attributes["body"].as_graph()):
+        for i in range(len(node.inputs)):
+            node.replace_input_with(i, None)
+    loop.graph.remove(loop, safe=True)
+
+
 def _unroll(loop: ir.Node, count: int) -> None:
     """Put `count` copies of `loop`'s body before it, chained through the carried values, and
     give the loop's users the last values (and the per-iteration values stacked)."""
@@ -250,50 +291,21 @@ def _unroll(loop: ir.Node, count: int) -> None:
     stacked_steps: list[list[ir.Value]] = [[] for _ in body.outputs[1 + len(carried) :]]
     prefix = loop.name or "loop"
     for k in range(count):
-        copy = body.clone(allow_outer_scope_values=True)
-        inputs = list(copy.inputs)
-        outputs = list(copy.outputs)
-        copy.inputs.clear()
-        copy.outputs.clear()
-        nodes = list(copy)
-        copy.remove(nodes)
-        for node in nodes:
-            node.name = f"{prefix}/{k}/{node.name}"
-            for value in node.outputs:
-                value.name = f"{prefix}/{k}/{value.name}"
-        graph.insert_before(loop, nodes)
-        actual: dict[ir.Value, ir.Value] = {}
-        if inputs[0].uses() or inputs[0] in outputs:
-            actual[inputs[0]] = _constant(
-                graph, nodes[0] if nodes else loop, np.array(k, np.int64), f"{prefix}/{k}/iteration"
-            )
-        if inputs[1].uses() or inputs[1] in outputs:
-            actual[inputs[1]] = _constant(
-                graph, nodes[0] if nodes else loop, np.array(True), f"{prefix}/{k}/condition"
-            )
-        actual.update(zip(inputs[2:], carried, strict=True))
-        for formal, value in actual.items():
-            ir.convenience.replace_all_uses_with(formal, value)
-        outputs = [actual.get(value, value) for value in outputs]
+        outputs = _splice(
+            body,
+            graph,
+            loop,
+            f"{prefix}/{k}",
+            lambda at, k=k: _constant(graph, at, np.array(k, np.int64), f"{prefix}/{k}/iteration"),
+            lambda at, k=k: _constant(graph, at, np.array(True), f"{prefix}/{k}/condition"),
+            carried,
+        )
         carried = outputs[1 : 1 + len(carried)]
         for steps, value in zip(stacked_steps, outputs[1 + len(carried) :], strict=True):
             steps.append(value)
     results = list(carried)
     for i, steps in enumerate(stacked_steps):
-        axes = _constant(graph, loop, np.array([0], np.int64), f"{prefix}/axes")
-        rows = []
-        for k, value in enumerate(steps):
-            row = ir.Node("", "Unsqueeze", [value, axes], name=f"{prefix}/{k}/stack_{i}")
-            graph.insert_before(loop, row)
-            rows.append(row.outputs[0])
-        if len(rows) == 1:
-            results.append(rows[0])
-        else:
-            concat = ir.Node(
-                "", "Concat", rows, [ir.AttrInt64("axis", 0)], name=f"{prefix}/stack_{i}"
-            )
-            graph.insert_before(loop, concat)
-            results.append(concat.outputs[0])
+        results.append(_stack(graph, loop, steps, f"{prefix}/stack_{i}"))
     for old, new in zip(loop.outputs, results, strict=True):
         if old.is_graph_output():  # keeps its name: give it a node of its own
             identity = ir.Node("", "Identity", [new], name=f"{prefix}/output")
@@ -305,8 +317,262 @@ def _unroll(loop: ir.Node, count: int) -> None:
         if new.shape is None:
             new.shape = old.shape
         ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=True)
-    # The body's nodes would still count as users of the outer values they read.
-    for node in ir.traversal.RecursiveGraphIterator(body):
-        for i in range(len(node.inputs)):
-            node.replace_input_with(i, None)
-    graph.remove(loop, safe=True)
+    _detach(loop)
+
+
+def _stack(graph: ir.Graph, before: ir.Node | None, steps: list[ir.Value], name: str) -> ir.Value:
+    """`steps` stacked along a new first axis, by nodes put in `graph` before `before` (or at
+    its end)."""
+    axes = ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.tensor(np.array([0])))])
+    axes.name = axes.outputs[0].name = f"{name}/axes"
+    nodes = [axes]
+    for k, value in enumerate(steps):
+        nodes.append(ir.Node("", "Unsqueeze", [value, axes.outputs[0]], name=f"{name}/{k}"))
+    if len(steps) > 1:
+        rows = [node.outputs[0] for node in nodes[1:]]
+        nodes.append(ir.Node("", "Concat", rows, [ir.AttrInt64("axis", 0)], name=name))
+    if before is None:
+        graph.extend(nodes)
+    else:
+        graph.insert_before(before, nodes)
+    return nodes[-1].outputs[0]
+
+
+# The most nodes (Constants aside) of a Loop body that `unroll_by_factor` copies, and the most
+# nodes of the copies in one iteration.
+SMALL_BODY, UNROLLED_BODY = 32, 128
+UNROLL_FACTOR = 16
+_UNROLLED = "pt_onnxscript.unrolled"
+
+
+def unroll_by_factor(graph: ir.Graph) -> bool:
+    """Make each Loop of `graph` (and of its subgraphs, innermost first) with a small body that
+    runs its trip count to the end, however many steps that is, do several steps per
+    iteration: a Loop of the first ((M - 1) % k) + 1 steps with the body as it was, then a
+    Loop of the others, k at a time, with k copies of the body. True if any was."""
+    changed = False
+    for node in list(graph):
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                changed |= unroll_by_factor(attr.as_graph())
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for sub in attr.as_graphs():
+                    changed |= unroll_by_factor(sub)
+        if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and _UNROLLED not in node.meta:
+            factor = _factor(node)
+            if factor > 1:
+                _unroll_by(node, factor)
+                changed = True
+    return changed
+
+
+def _factor(loop: ir.Node) -> int:
+    """How many copies of `loop`'s body an iteration should run (1: leave it)."""
+    trip, condition = (list(loop.inputs) + [None, None])[:2]
+    if trip is None or condition is None or not _is_true(condition):
+        return 1
+    body = loop.attributes["body"].as_graph()
+    if body.initializers or not _runs_to_the_end(body):
+        return 1
+    size = sum(1 for n in ir.traversal.RecursiveGraphIterator(body) if n.op_type != "Constant")
+    if size > SMALL_BODY:
+        return 1
+    return min(UNROLL_FACTOR, max(1, UNROLLED_BODY // max(size, 1)))
+
+
+def _runs_to_the_end(body: ir.Graph) -> bool:
+    """Whether a Loop with `body` passes its condition through (or sets it to true)."""
+    condition_out = body.outputs[0]
+    while condition_out.producer() is not None and condition_out.producer().op_type == "Identity":
+        condition_out = condition_out.producer().inputs[0]
+    return condition_out is body.inputs[1] or _is_true(condition_out)
+
+
+def _unroll_by(loop: ir.Node, factor: int) -> None:
+    graph = loop.graph
+    body = loop.attributes["body"].as_graph()
+    prefix = loop.name or "loop"
+    n_carried = len(loop.inputs) - 2
+    n_stacked = len(body.outputs) - 1 - n_carried
+    trip, condition = loop.inputs[0], loop.inputs[1]
+
+    def node(op_type, *inputs, **attributes):
+        made = ir.Node(
+            "",
+            op_type,
+            inputs,
+            [ir.Attr(k, ir.AttributeType.INT, v) for k, v in attributes.items()],
+        )
+        made.name = f"{prefix}/by{factor}/{op_type}_{len(graph)}"
+        made.outputs[0].name = made.name
+        graph.insert_before(loop, made)
+        return made.outputs[0]
+
+    def const(value):
+        return _constant(
+            graph, loop, np.array(value, np.int64), f"{prefix}/by{factor}/c{len(graph)}"
+        )
+
+    # The first loop runs r = min(M, ((M - 1) % k) + 1) steps: at least one whenever M > 0, so
+    # its stacked outputs have their element shape (ONNX Runtime gives a Loop that ran no
+    # step stacked outputs of shape (0,)); the second runs q = (M - r) / k iterations.
+    steps = node("Max", trip, const(0))
+    k, one = const(factor), const(1)
+    first = node("Min", steps, node("Add", node("Mod", node("Sub", steps, one), k), one))
+    iterations = node("Div", node("Sub", steps, first), k)
+
+    head_body = body.clone(allow_outer_scope_values=True)
+    head = ir.Node(
+        "",
+        "Loop",
+        [first, condition, *loop.inputs[2:]],
+        [ir.AttrGraph("body", head_body)],
+        num_outputs=len(loop.outputs),
+        name=f"{prefix}/head",
+    )
+    for i, value in enumerate(head.outputs):
+        value.name = f"{prefix}/head_{i}"
+    graph.insert_before(loop, head)
+
+    tag = f"{prefix}/by{factor}"
+    j = ir.Value(name=f"{tag}/j", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([]))
+    go = ir.Value(name=f"{tag}/cond", type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
+    carried = [
+        ir.Value(name=f"{tag}/carried_{i}", type=v.type, shape=v.shape)
+        for i, v in enumerate(body.inputs[2:])
+    ]
+    main = ir.Graph([j, go, *carried], [], nodes=[], name=tag)
+    base = ir.Node("", "Add", [ir.Node("", "Mul", [j, k], name=f"{tag}/Mul").outputs[0], first])
+    main.append(base.inputs[0].producer())
+    base.name = base.outputs[0].name = f"{tag}/base"
+    main.append(base)
+    stacked_steps: list[list[ir.Value]] = [[] for _ in range(n_stacked)]
+    state = list(carried)
+    for c in range(factor):
+        offset = const(c)
+
+        def iteration(at, c=c, offset=offset):
+            step = ir.Node("", "Add", [base.outputs[0], offset], name=f"{tag}/{c}/iteration")
+            step.outputs[0].name = step.name
+            if at is None:
+                main.append(step)
+            else:
+                main.insert_before(at, step)
+            return step.outputs[0]
+
+        outputs = _splice(body, main, None, f"{tag}/{c}", iteration, go, state)
+        state = outputs[1 : 1 + n_carried]
+        for steps_i, value in zip(stacked_steps, outputs[1 + n_carried :], strict=True):
+            steps_i.append(value)
+    results = [
+        _stack(main, None, steps_i, f"{tag}/stack_{i}") for i, steps_i in enumerate(stacked_steps)
+    ]
+    outs = []
+    for i, value in enumerate([go, *state, *results]):
+        identity = ir.Node("", "Identity", [value], name=f"{tag}/out_{i}")
+        identity.outputs[0].name = identity.name
+        main.append(identity)
+        outs.append(identity.outputs[0])
+    main.outputs.extend(outs)
+    rest = ir.Node(
+        "",
+        "Loop",
+        [iterations, condition, *head.outputs[:n_carried]],
+        [ir.AttrGraph("body", main)],
+        num_outputs=len(loop.outputs),
+        name=tag,
+    )
+    for i, value in enumerate(rest.outputs):
+        value.name = f"{tag}_{i}"
+    graph.insert_before(loop, rest)
+    head.meta[_UNROLLED] = rest.meta[_UNROLLED] = True
+
+    results = list(rest.outputs[:n_carried])
+    for i in range(n_stacked):
+        first_rows = head.outputs[n_carried + i]
+        rows = node("Unsqueeze", node("Mul", iterations, k), const([0]))
+        shape = node("Concat", rows, node("Shape", first_rows, start=1), axis=0)
+        flat = node("Reshape", rest.outputs[n_carried + i], shape, allowzero=1)
+        results.append(node("Concat", first_rows, flat, axis=0))
+    for old, new in zip(loop.outputs, results, strict=True):
+        new.type, new.shape = old.type, old.shape
+        if old.is_graph_output():
+            new.name, old.name = old.name, f"{prefix}/replaced"
+        ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=True)
+    _detach(loop)
+
+
+# Operators that shape arithmetic uses: on values computed from shapes and constants they fail
+# only for ranks that are wrong whatever the data (no division, no Range) (so moving them out of a Loop that would run
+# no step cannot make a model fail that did not).
+SHAPE_ARITHMETIC = frozenset(
+    {
+        *("Add", "Sub", "Mul", "Max", "Min", "Neg", "Abs", "Where", "Cast", "Identity"),
+        *("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not"),
+        *("Concat", "Gather", "Unsqueeze", "Squeeze", "Reshape", "Slice"),
+        *("ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd"),
+    }
+)
+
+
+def hoist_loop_invariants(graph: ir.Graph) -> bool:
+    """Move the shape arithmetic of each Loop body in `graph` (and its subgraphs, innermost
+    first) that reads only values from outside the loop to just before the Loop: nodes
+    computing shapes (Shape, Size) of outer values and SHAPE_ARITHMETIC on those and on
+    constants. Failure checks stay in the body (they must fail only when a step runs). True
+    if any node moved."""
+    from pt_onnxscript.ops.common import CHECK
+
+    changed = False
+    for node in list(graph):
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                changed |= hoist_loop_invariants(attr.as_graph())
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for sub in attr.as_graphs():
+                    changed |= hoist_loop_invariants(sub)
+        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx"):
+            continue
+        body = node.attributes["body"].as_graph()
+        outputs = set(body.outputs)
+        for inner in list(body):
+            if (
+                CHECK in inner.meta
+                or any(a.type in _GRAPH_ATTRIBUTES for a in inner.attributes.values())
+                or any(v in outputs for v in inner.outputs)
+                or not _is_shape_arithmetic(inner, body)
+            ):
+                continue
+            body.remove(inner)
+            graph.insert_before(node, inner)
+            changed = True
+    return changed
+
+
+_GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+
+
+def _is_shape_arithmetic(node: ir.Node, body: ir.Graph) -> bool:
+    """Whether `node` of Loop body `body` computes from outer values' shapes and constants."""
+    inputs = [v for v in node.inputs if v is not None]
+    if any(
+        v.graph is body or (v.producer() is not None and v.producer().graph is body) for v in inputs
+    ):
+        return False
+    if node.op_type in ("Shape", "Size"):
+        return True
+    return node.op_type in SHAPE_ARITHMETIC and all(_shape_valued(v) for v in inputs)
+
+
+def _shape_valued(value: ir.Value) -> bool:
+    """Whether `value` is a constant or computed by shape arithmetic from shapes."""
+    if ir.convenience.get_const_tensor(value) is not None:
+        return True
+    producer = value.producer()
+    if producer is None:
+        return False
+    if producer.op_type in ("Shape", "Size"):
+        return True
+    return producer.op_type in SHAPE_ARITHMETIC and all(
+        _shape_valued(v) for v in producer.inputs if v is not None
+    )

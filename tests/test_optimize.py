@@ -71,6 +71,52 @@ def test_loops_inside_a_loop_unroll_and_the_outer_one_stays(rng):
     compare_onnx_and_py([x], rows, [rng.gamma(2, size=(3, 4))], expected_ops=["Loop"])
 
 
+def _loop_bodies(model):
+    return [
+        attr.g for node in _all_nodes(model.graph) for attr in node.attribute if attr.g.node
+    ]
+
+
+@pytest.mark.parametrize("steps", [0, 1, 2, 15, 16, 17, 41])
+def test_a_small_loop_of_any_length_runs_several_steps_per_iteration(steps, rng, opset):
+    """A Scan over a symbolic number of rows: a Loop of the first steps with the body as it
+    was, then a Loop running several copies of it per iteration; every row of the stacked
+    outputs in order, whatever the remainder (none, or no steps at all)."""
+    x = pt.dmatrix("x")
+    acc, norms = scan(
+        lambda row, total: (total * 0.5 + row, (row**2).sum()),
+        sequences=[x],
+        outputs_info=[pt.zeros(x.shape[1]), None],
+    )
+    model = export_onnx(([x], [acc, norms]))
+    copies = [
+        sum(n.op_type == "Gather" and n.input[0] == "x" for n in body.node)
+        for body in _loop_bodies(model)
+    ]
+    assert sorted(copies)[0] == 1 and sorted(copies)[-1] >= 4, copies
+    for width in (3, 0):
+        compare_onnx_and_py(
+            [x], [acc, norms, acc[-3:]], [rng.normal(size=(steps, width))], opset=opset
+        )
+
+
+def test_shape_checks_of_scan_rows_leave_the_loop(rng):
+    """The check that a Scan's rows do not broadcast at run time reads their shapes from the
+    sequence and the initial state: it is computed once, before the Loop; only the failure
+    guard stays in the body (it must fail only when a step runs, as PyTensor does)."""
+    x = pt.dmatrix("x")
+    init = pt.dvector("init")
+    acc = scan(lambda row, total: total + row, sequences=[x], outputs_info=[init])
+    model = export_onnx(([x, init], [acc]), optimize=True)
+    body_ops = {n.op_type for body in _loop_bodies(model) for n in body.node}
+    assert "Shape" not in body_ops and "ReduceMax" not in body_ops, body_ops
+    fn = pytensor.function([x, init], acc, mode="ONNX")
+    np.testing.assert_array_equal(fn(np.zeros((0, 3)), np.ones(1)), np.ones((0, 1)))
+    with pytest.raises(ValueError, match="Runtime broadcasting not allowed"):
+        fn(np.zeros((2, 3)), np.ones(1))
+    compare_onnx_and_py([x, init], acc, [rng.normal(size=(5, 3)), rng.normal(size=3)])
+
+
 def test_a_loop_that_may_stop_early_is_not_unrolled():
     from pytensor.scan.utils import until
 

@@ -1,18 +1,21 @@
 """Scan -> ONNX Loop, reproducing Scan.perform: its state buffers, taps and circular positions.
 
-Each tapped output (mit_mot, mit_sot, sit_sot) keeps PyTensor's buffer as a loop-carried
-value: a step reads its taps at (pos + tap) % length and writes its result at pos, pos moving
-on by one each step. Outputs without taps (nit_sot) are stacked by the Loop. After the loop,
-buffers that wrapped around are rotated oldest first and unfilled ones zeroed, as Scan does.
-Each step costs a copy of the buffers it writes (ScatterND).
+A mit_sot or sit_sot output carries only the rows its taps read back (the value itself for a
+single tap of -1), and each step's new row is a scan output of the Loop, as are the outputs
+without taps (nit_sot): a step costs its own work, not a copy of a whole buffer. After the loop
+each buffer is rebuilt from its initial rows and the rows written: the last of them if they
+fill it (a buffer PyTensor shortened keeps only those), zeros after them if a while loop
+stopped early, as Scan does. mit_mot outputs (gradients of Scans) keep PyTensor's whole
+buffer as a carried value, written at (pos + tap) % length each step.
 """
 
 from itertools import chain
 
+import numpy as np
 import onnx_ir as ir
 from pytensor.scan.op import Scan
 
-from pt_onnxscript.ops.common import branch, constant, loop
+from pt_onnxscript.ops.common import constant, loop
 from pt_onnxscript.registry import register
 from pt_onnxscript.translate import TranslationError, translate_graph, value_of
 from pt_onnxscript.types import onnx_dtype
@@ -54,109 +57,165 @@ def scan(g, node, n_steps, *outer):
         raise TranslationError(f"{node}: untraced outputs that are not tensors cannot be exported")
     outer = [n_steps, *outer]
     seqs, non_seqs = op.outer_seqs(outer), op.outer_non_seqs(outer)
-    buffers = op.outer_mitmot(outer) + op.outer_mitsot(outer) + op.outer_sitsot(outer)
+    mit_mot = op.outer_mitmot(outer)
+    buffers = op.outer_mitsot(outer) + op.outer_sitsot(outer)
     untraced = op.outer_untraced_sit_sot(outer)
-    n_taps, n_untraced = len(buffers), len(untraced)
-    in_taps = list(chain(info.mit_mot_in_slices, info.mit_sot_in_slices, info.sit_sot_in_slices))
-    starts = [-min(taps) for taps in in_taps]  # the buffer row of step 0's output
-    tapped = op.inner_mitmot(inner_in) + op.inner_mitsot(inner_in) + op.inner_sitsot(inner_in)
+    n_mit_mot, n_buffers, n_untraced = len(mit_mot), len(buffers), len(untraced)
+    mit_mot_starts = [-min(taps) for taps in info.mit_mot_in_slices]
+    in_taps = list(chain(info.mit_sot_in_slices, info.sit_sot_in_slices))
+    depths = [-min(taps) for taps in in_taps]  # the rows a step reads back: step 0's output row
+    tapped = op.inner_mitsot(inner_in) + op.inner_sitsot(inner_in)
+    tap_outs = op.inner_mitsot_outs(inner_out) + op.inner_sitsot_outs(inner_out)
+    buffer_vars = op.outer_mitsot(node.inputs) + op.outer_sitsot(node.inputs)
     steps = _scalar(g, n_steps)
+    first_rows = [_first_rows(g, buffer, depth) for buffer, depth in zip(buffers, depths)]
+    shape_sources: dict[ir.Value, tuple[ir.Value, int, int]] = {}
 
     def step(g, i, *carried):
-        values = {
-            var: g.Gather(seq, i, axis=0)
-            for var, seq in zip(op.inner_seqs(inner_in), seqs, strict=True)
-        }
-        tap_vars = iter(tapped)
-        for k, taps in enumerate(in_taps):
+        values = {}
+        for var, seq in zip(op.inner_seqs(inner_in), seqs, strict=True):
+            values[var] = g.Gather(seq, i, axis=0)
+            shape_sources[values[var]] = (seq, 1, var.type.ndim)
+        mit_mot_vars = iter(op.inner_mitmot(inner_in))
+        for k, taps in enumerate(info.mit_mot_in_slices):
             for tap in taps:
-                values[next(tap_vars)] = _row(g, carried[k], g.Add(i, _int(g, starts[k] + tap)))
-        values.update(zip(op.inner_untraced_sit_sot(inner_in), carried[n_taps:-1], strict=True))
+                at = g.Add(i, _int(g, mit_mot_starts[k] + tap))
+                values[next(mit_mot_vars)] = _row(g, carried[k], at)
+        windows = carried[n_mit_mot : n_mit_mot + n_buffers]
+        tap_vars = iter(tapped)
+        for window, rows, depth, taps in zip(windows, first_rows, depths, in_taps, strict=True):
+            for tap in taps:
+                var = next(tap_vars)
+                row = window if depth == 1 else g.Gather(window, _int(g, depth + tap), axis=0)
+                values[var] = row
+                shape_sources[row] = (rows, 1, var.type.ndim)
+        values.update(
+            zip(op.inner_untraced_sit_sot(inner_in), carried[n_mit_mot + n_buffers :][:n_untraced])
+        )
         values.update(zip(op.inner_non_seqs(inner_in), non_seqs, strict=True))
         translate_graph(g, op.fgraph.toposort(), values, outputs=inner_out)
 
         def result(var):
             return value_of(g, values, var)
 
-        new_buffers = []
+        new_mit_mot = []
         mit_mot_outs = iter(op.inner_mitmot_outs(inner_out))
         for k, out_taps in enumerate(info.mit_mot_out_slices):
             buffer = carried[k]
             for tap in out_taps:
-                buffer = _write_step(
-                    g, buffer, g.Add(i, _int(g, starts[k] + tap)), result(next(mit_mot_outs))
-                )
-            new_buffers.append(buffer)
-        for k, var in enumerate(
-            op.inner_mitsot_outs(inner_out) + op.inner_sitsot_outs(inner_out),
-            start=len(new_buffers),
-        ):
-            new_buffers.append(
-                _write_step(g, carried[k], g.Add(i, _int(g, starts[k])), result(var))
-            )
+                at = g.Add(i, _int(g, mit_mot_starts[k] + tap))
+                buffer = _write_step(g, buffer, at, result(next(mit_mot_outs)))
+            new_mit_mot.append(buffer)
+        new_rows = [
+            _as_row(g, result(out), out, var, rows)
+            for out, var, rows in zip(tap_outs, buffer_vars, first_rows, strict=True)
+        ]
+        new_windows = [
+            row if depth == 1 else _shift(g, window, row)
+            for window, row, depth in zip(windows, new_rows, depths, strict=True)
+        ]
         new_untraced = [
             g.Identity(result(var)) for var in op.inner_untraced_sit_sot_outs(inner_out)
         ]
-        stacked = [g.Identity(result(var)) for var in op.inner_nitsot_outs(inner_out)]
-        done = g.Add(carried[-1], _int(g, 1))
-        state = [*new_buffers, *new_untraced, done, *stacked]
+        stacked = [g.Identity(row) for row in new_rows]
+        stacked += [g.Identity(result(var)) for var in op.inner_nitsot_outs(inner_out)]
+        state = [*new_mit_mot, *new_windows, *new_untraced]
         if not info.as_while:
-            return state
+            return [*state, *stacked]
+        done = g.Add(carried[-1], _int(g, 1))  # steps taken: a while loop may stop early
+        state = [*state, done, *stacked]
         until = g.Reshape(result(inner_out[-1]), _int(g, []))
         return [g.Not(g.Cast(until, to=ir.DataType.BOOL)), *state]
 
-    dtypes = [onnx_dtype(var.type.dtype) for var in op.inner_nitsot_outs(inner_out)]
+    windows = [
+        g.Gather(rows, _int(g, 0), axis=0) if depth == 1 else rows
+        for rows, depth in zip(first_rows, depths, strict=True)
+    ]
+    dtypes = [onnx_dtype(var.type.dtype) for var in tap_outs + op.inner_nitsot_outs(inner_out)]
     results = loop(
         g,
         steps,
-        [*buffers, *untraced, _int(g, 0)],
+        [*mit_mot, *windows, *untraced, *([_int(g, 0)] if info.as_while else [])],
         step,
         "scan",
         condition=constant(g, True, "bool") if info.as_while else None,
         stacked=dtypes,
     )
-    final_buffers, final_untraced = results[:n_taps], results[n_taps : n_taps + n_untraced]
-    done, stacked = results[n_taps + n_untraced], results[n_taps + n_untraced + 1 :]
+    _shapes_from_outside(g, results[0].producer(), shape_sources)
+    final_mit_mot = results[:n_mit_mot]
+    position = n_mit_mot + n_buffers
+    final_untraced = results[position : position + n_untraced]
+    if info.as_while:
+        done = results[position + n_untraced]
+        stacked = results[position + n_untraced + 1 :]
+    else:
+        done, stacked = steps, results[position + n_untraced :]
 
-    outputs = list(final_buffers[: info.n_mit_mot])
-    for k in range(info.n_mit_mot, n_taps):
-        outputs.append(_settle(g, final_buffers[k], done, steps, starts[k]))
+    outputs = list(final_mit_mot)
+    for buffer, rows, new in zip(buffers, first_rows, stacked, strict=False):
+        # Reshaped: ONNX Runtime gives a Loop that ran no step scan outputs of shape (0,).
+        shape = g.Concat(g.Reshape(done, _int(g, [1])), g.Shape(rows, start=1), axis=0)
+        new = g.Reshape(new, shape, allowzero=1)
+        outputs.append(_settle(g, buffer, g.Concat(rows, new, axis=0), done, steps))
     sizes = op.outer_nitsot(outer)
-    for size, rows, var in zip(sizes, stacked, op.outer_nitsot_outs(node.outputs), strict=True):
+    nit_sot = zip(sizes, stacked[n_buffers:], op.outer_nitsot_outs(node.outputs), strict=True)
+    for size, rows, var in nit_sot:
         outputs.append(_settle_stacked(g, rows, _scalar(g, size), done, steps, var))
     outputs.extend(final_untraced)
     return outputs
 
 
-def _settle(g, buffer, done, steps, start: int):
-    """Scan's final buffer: rotated oldest first if it wrapped; zeroed past the written rows
-    and shortened by the steps not taken if a while loop stopped early."""
+def _first_rows(g, buffer, depth: int):
+    """The `depth` rows of initial state at the start of `buffer`."""
+    return g.Slice(buffer, _int(g, [0]), _int(g, [depth]), _int(g, [0]))
+
+
+def _shift(g, window, row):
+    """`window` without its oldest row, `row` after its newest."""
+    rest = g.Slice(window, _int(g, [1]), _int(g, [np.iinfo(np.int64).max]), _int(g, [0]))
+    return g.Concat(rest, g.Unsqueeze(row, _int(g, [0])), axis=0)
+
+
+def _settle(g, buffer, sequence, done, steps):
+    """Scan's final buffer from the `sequence` of its initial rows and the rows written: the
+    last len(buffer) of them (oldest first) if they fill it; otherwise the rows written, zeros
+    after them, shortened by the steps not taken if a while loop stopped early."""
     length = _length(g, buffer)
-    written = g.Add(done, _int(g, start))
+    written = _length(g, sequence)
+    missing = g.Max(g.Sub(length, written), _int(g, 0))
+    pad_shape = g.Concat(g.Reshape(missing, _int(g, [1])), g.Shape(sequence, start=1), axis=0)
+    padded = g.Concat(sequence, g.Expand(g.CastLike(_int(g, 0), sequence), pad_shape), axis=0)
     wrapped = g.LessOrEqual(length, written)
-    position = g.Mod(written, length)
-    index = g.Range(_int(g, 0), length, _int(g, 1))
-    rotated = g.Gather(buffer, g.Mod(g.Add(index, position), length), axis=0)
-    keep = g.Less(index, written)
-    mask_shape = g.Concat(
-        g.Shape(index),
-        g.Expand(_int(g, [1]), g.Sub(g.Shape(g.Shape(buffer)), _int(g, [1]))),
-        axis=0,
+    begin = g.Max(g.Sub(written, length), _int(g, 0))
+    end = g.Where(wrapped, written, g.Sub(length, g.Sub(steps, done)))
+    return g.Slice(
+        padded, g.Reshape(begin, _int(g, [1])), g.Reshape(end, _int(g, [1])), _int(g, [0])
     )
-    zero = g.CastLike(_int(g, 0), buffer)
-    zeroed = g.Where(g.Reshape(keep, mask_shape, allowzero=1), buffer, zero)
-    unfinished = g.Sub(length, g.Sub(steps, done))
-    shortened = g.Slice(
-        zeroed,
-        g.Reshape(_int(g, 0), _int(g, [1])),
-        g.Reshape(unfinished, _int(g, [1])),
-        _int(g, [0]),
-    )
-    return g.If(wrapped, then_branch=_branch(g, rotated), else_branch=_branch(g, shortened))
 
 
-def _branch(g, value):
-    return branch(g, "settled", lambda g: [g.Identity(value)], [value.dtype])
+def _as_row(g, value, var, buffer_var, rows):
+    """Inner output `value` (of `var`) as a row of the buffer of `buffer_var` that Scan writes
+    it into, which broadcasts it where `var` is broadcastable and the buffer is not."""
+    if var.type.broadcastable == buffer_var.type.broadcastable[1:]:
+        return value
+    return g.Expand(value, g.Shape(rows, start=1))
+
+
+def _shapes_from_outside(g, loop_node, sources):
+    """Make the Shape nodes of `loop_node`'s body that read a value of `sources` (a row of a
+    sequence, of a buffer: the same shape every step) read its outer source instead, so the
+    shape arithmetic and checks on them can leave the loop (optimize.hoist_loop_invariants)."""
+    body = loop_node.attributes["body"].as_graph()
+    for shape_node in [n for n in body if n.op_type == "Shape" and n.inputs[0] in sources]:
+        source, offset, rank = sources[shape_node.inputs[0]]
+        start = shape_node.attributes.get_int("start", 0)
+        end = shape_node.attributes.get_int("end", None)
+        start = start + rank if start < 0 else start
+        shape_node.attributes["start"] = ir.AttrInt64("start", min(max(start, 0), rank) + offset)
+        if end is not None:
+            end = end + rank if end < 0 else end
+            shape_node.attributes["end"] = ir.AttrInt64("end", min(max(end, 0), rank) + offset)
+        shape_node.replace_input_with(0, source)
 
 
 def _settle_stacked(g, rows, size, done, steps, var):
