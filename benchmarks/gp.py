@@ -1,17 +1,22 @@
-"""GP marginal log-likelihood and its gradient: mode "ONNX" against PyTensor's default mode.
+"""Dense linear algebra side by side in one run: PyTensor's default mode (LAPACK through
+SciPy/Numba) against the exported model in ONNX Runtime, for Cholesky, a triangular solve
+with one and with n right-hand sides, and a GP marginal log-likelihood with its gradient
+(Cholesky, four triangular solves).
 
-Prints, per problem size, the time per call of each and their ratio, measured side by side.
+One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
+
 Run: python benchmarks/gp.py
 """
 
-import timeit
+from timing import ROUNDS, interleaved, session  # first: one core, one thread, before BLAS loads
 
+# isort: split
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pytensor.tensor.linalg import solve_triangular
 
-import pt_onnxscript  # noqa: F401  (registers mode "ONNX")
+from pt_onnxscript import export_onnx
 
 
 def gp_logp_and_grad():
@@ -25,24 +30,55 @@ def gp_logp_and_grad():
     return [x, y, ls], [logp, pytensor.grad(logp, ls)]
 
 
-def per_call(fn, args, repeat=5):
-    fn(*args)
-    number = max(1, int(0.2 / max(timeit.timeit(lambda: fn(*args), number=1), 1e-6)))
-    return min(timeit.repeat(lambda: fn(*args), number=number, repeat=repeat)) / number
+def problems(n, rng):
+    a, b, many = pt.matrix("a"), pt.vector("b"), pt.matrix("B")
+    m = rng.normal(size=(n, n))
+    spd = m @ m.T + n * np.eye(n)
+    factor = np.linalg.cholesky(spd)
+    gp_inputs, gp_outputs = gp_logp_and_grad()
+    gp_values = [np.sort(rng.uniform(0, 10, n)), rng.normal(size=n), np.array(1.3)]
+    return {
+        "cholesky": ([a], [pt.linalg.cholesky(a)], [spd]),
+        "solve_triangular, 1 rhs": (
+            [a, b],
+            [solve_triangular(a, b, lower=True)],
+            [factor, rng.normal(size=n)],
+        ),
+        "solve_triangular, n rhs": (
+            [a, many],
+            [solve_triangular(a, many, lower=True)],
+            [factor, rng.normal(size=(n, n))],
+        ),
+        "GP logp + gradient": (gp_inputs, gp_outputs, gp_values),
+    }
 
 
 def main():
-    inputs, outputs = gp_logp_and_grad()
-    default = pytensor.function(inputs, outputs)
-    onnx = pytensor.function(inputs, outputs, mode="ONNX")
     rng = np.random.default_rng(0)
-    print(f"{'n':>5} {'default mode':>14} {'mode ONNX':>12} {'ONNX / default':>15}")
-    for n in (100, 500):
-        args = [np.sort(rng.uniform(0, 10, n)), rng.normal(size=n), np.array(1.3)]
-        np.testing.assert_allclose(onnx(*args), default(*args), rtol=1e-9)
-        t_default, t_onnx = per_call(default, args), per_call(onnx, args)
+    rows = []
+    for n in (100, 500, 1000):
+        for name, (inputs, outputs, values) in problems(n, rng).items():
+            default = pytensor.function(inputs, outputs)
+            model = export_onnx((inputs, outputs))
+            ours = session(model)
+            feed = {var.name: value for var, value in zip(inputs, values, strict=True)}
+            for got, expected in zip(ours.run(None, feed), default(*values), strict=True):
+                np.testing.assert_allclose(got, expected, rtol=1e-8, atol=1e-10)
+            times = interleaved(
+                {
+                    "default": lambda _, f=default, v=values: f(*v),
+                    "exported": lambda _, s=ours, feed=feed: s.run(None, feed),
+                },
+                None,
+            )
+            rows.append((n, name, times))
+    print(f"median of {ROUNDS} interleaved rounds, one thread; wall ms (CPU ms)")
+    print(f"{'n':>5}  {'problem':<24} {'PyTensor default':>20} {'exported, ORT':>20} {'ratio':>6}")
+    for n, name, times in rows:
+        (dw, dc), (ow, oc) = times["default"], times["exported"]
         print(
-            f"{n:>5} {t_default * 1e3:>12.2f}ms {t_onnx * 1e3:>10.2f}ms {t_onnx / t_default:>15.2f}"
+            f"{n:>5}  {name:<24} {dw * 1e3:>9.3f} ({dc * 1e3:>8.3f})"
+            f" {ow * 1e3:>9.3f} ({oc * 1e3:>8.3f}) {ow / dw:>6.1f}"
         )
 
 

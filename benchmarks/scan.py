@@ -92,8 +92,12 @@ def main():
         model = export_onnx(([x], [y]))
         ours, floor = session(model), session(hand_written_loop(width))
         expected = numba(value)
-        np.testing.assert_allclose(ours.run(None, {"x": value})[0], expected, rtol=1e-12, atol=1e-14)
-        np.testing.assert_allclose(floor.run(None, {"x": value})[0], expected, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            ours.run(None, {"x": value})[0], expected, rtol=1e-12, atol=1e-14
+        )
+        np.testing.assert_allclose(
+            floor.run(None, {"x": value})[0], expected, rtol=1e-12, atol=1e-14
+        )
         times = interleaved(
             {
                 "PyTensor Numba": numba,

@@ -249,3 +249,56 @@ def test_blockwise_linalg_with_batch_broadcasting(rng):
         np.testing.assert_allclose(
             results[0][i], scipy.linalg.cholesky(values[0][i], lower=False), rtol=1e-10
         )
+
+
+@pytest.mark.parametrize("block", [1, 4])
+@pytest.mark.parametrize("n", [0, 1, 3, 4, 9])
+def test_blocked_factorizations_and_solves_across_blocks(block, n, rng, monkeypatch):
+    """Cholesky and triangular solves by blocks (small blocks here, so that sizes cover
+    several blocks, a partial last one and none), symbolic and static sizes, batches."""
+    from pt_onnxscript.ops import linalg
+
+    monkeypatch.setattr(linalg, "BLOCK", block)
+    a = pt.tensor3("a")
+    static = pt.tensor("s", shape=(2, n, n))
+    B = pt.tensor3("B")
+    outs = []
+    for m in (a, static):
+        chol = pt.linalg.cholesky(m)
+        outs += [
+            chol,
+            pt.linalg.cholesky(m, lower=False),
+            solve_triangular(chol, B, lower=True, b_ndim=2),
+            solve_triangular(pt.swapaxes(chol, -1, -2), B, lower=False, b_ndim=2),
+            solve_triangular(m, B, lower=True, unit_diagonal=True, b_ndim=2),
+            pt.linalg.solve(m, B, assume_a="pos", b_ndim=2),
+        ]
+    value = spd(rng, n, (2,))
+    compare_onnx_and_py(
+        [a, static, B], outs, [value, value, rng.normal(size=(2, n, 3))], rtol=1e-10, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("n", [70, 130])
+def test_cholesky_and_solves_of_several_default_blocks(n, rng):
+    """Sizes past the default block size, with a badly conditioned matrix (condition number
+    ~1e8) compared with SciPy's LAPACK."""
+    a = pt.matrix("a")
+    b = pt.vector("b")
+    q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    value = (q * np.logspace(0, -8, n)) @ q.T
+    value = (value + value.T) / 2
+    chol = pt.linalg.cholesky(a)
+    outs = [chol, solve_triangular(chol, b, lower=True), pt.linalg.solve(a, b, assume_a="pos")]
+    fn = pytensor.function([a, b], outs, mode="ONNX")
+    rhs = rng.normal(size=n)
+    got = fn(value, rhs)
+    import scipy.linalg
+
+    expected_chol = scipy.linalg.cholesky(value, lower=True)
+    np.testing.assert_allclose(got[0], expected_chol, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        got[1], scipy.linalg.solve_triangular(expected_chol, rhs, lower=True), rtol=1e-7
+    )
+    # The solve's error grows with the condition number, LAPACK's as well: residuals.
+    np.testing.assert_allclose(value @ got[2], rhs, rtol=0, atol=1e-7 * np.abs(rhs).max())

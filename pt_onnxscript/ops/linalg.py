@@ -1,6 +1,7 @@
 """Linear algebra ONNX lacks, as Loops over columns of vectorised work.
 
-Cholesky (left-looking, one column per step), triangular solves (one row per step), and LU
+Cholesky and triangular solves by blocks of BLOCK columns (rows), their bulk in MatMul, each
+block's diagonal part one column (row) per Loop step; and LU
 with partial pivoting (one elimination step per column) for Solve, MatrixInverse, Det and
 SLogDet: n Loop iterations of O(n^2) batched work each. Every translation works on the last
 two dims, so Blockwise versions run one Loop for the whole batch. Failures follow PyTensor:
@@ -75,55 +76,251 @@ def _as_lower(g, a, lower: bool, rank: int):
     return _triangle(g, a, True) if lower else _swap_last(g, _triangle(g, a, False), rank)
 
 
-def lower_factor(g, a, dtype: str, lower: bool, rank: int):
-    """Left-looking Cholesky of the symmetric matrices whose `lower` (or upper) triangle `a`
-    holds: the lower factor L, column j being (a[:, j] - L L[j]^T) / sqrt(its j-th entry);
-    NaN for a matrix that is not positive definite, as LAPACK's potrf reports it."""
+# The largest block of Cholesky and the triangular solves: matrices are padded (with an
+# identity) to a multiple of the block size, blocks of columns (rows) are updated by MatMul,
+# the diagonal blocks' triangular inverses come from log2(block) batched MatMul steps, and only
+# Cholesky's diagonal blocks take one Loop step per column.
+BLOCK = 32
+
+
+def block_size(size: int | None) -> int:
+    """The block size for matrices of static size `size` (None: unknown): a power of 2, at
+    most BLOCK."""
+    if size is None or size >= BLOCK:
+        return BLOCK
+    return 1 << max(size - 1, 0).bit_length()
+
+
+def _rows(g, x, start, end):
+    """x[..., start:end, :] for 0-d int64 `start` and `end`."""
+    return g.Slice(
+        x, g.Unsqueeze(start, _int(g, [0])), g.Unsqueeze(end, _int(g, [0])), _int(g, [-2])
+    )
+
+
+def _columns(g, x, start, end):
+    """x[..., start:end] for 0-d int64 `start` and `end`."""
+    return g.Slice(
+        x, g.Unsqueeze(start, _int(g, [0])), g.Unsqueeze(end, _int(g, [0])), _int(g, [-1])
+    )
+
+
+def _padded(g, a, n, block: int, unit_diagonal: bool = False):
+    """The lower triangle of the matrices `a` (n x n; its strict lower triangle if
+    `unit_diagonal`), padded with zeros to N x N for N the next multiple of `block`, and N."""
+    size = g.Mul(g.Div(g.Add(n, _int(g, block - 1)), _int(g, block)), _int(g, block))
+    extra = g.Unsqueeze(g.Sub(size, n), _int(g, [0]))
+    a = _triangle(g, a, True, -1 if unit_diagonal else 0)
+    padded = g.Pad(a, g.Concat(_int(g, [0, 0]), extra, extra, axis=0), None, _int(g, [-2, -1]))
+    return padded, size
+
+
+def _block_ones(g, n, size, block: int, dtype: str, unit_diagonal: bool = False):
+    """What to add to the diagonal blocks of matrices padded by `_padded` (broadcasting to
+    (N / block, block, block)): ones on the diagonal past row n, where an identity keeps the
+    blocks invertible and positive definite, or on the whole diagonal if `unit_diagonal`."""
+    eye = constant(g, np.eye(block, dtype=bool), "bool")
+    if not unit_diagonal:
+        rows = g.Reshape(_positions(g, size), _int(g, [-1, block, 1]))
+        eye = g.And(eye, g.GreaterOrEqual(rows, n))
+    return g.Cast(eye, to=onnx_dtype(dtype))
+
+
+def _pad_rows(g, b, size):
+    """The matrices `b` (..., n, k) with zero rows after them up to `size` rows."""
+    extra = g.Sub(size, g.Squeeze(g.Shape(b, start=-2, end=-1), _int(g, [0])))
+    pads = g.Concat(_int(g, [0]), g.Unsqueeze(extra, _int(g, [0])), axis=0)
+    return g.Pad(b, pads, None, _int(g, [-2]))
+
+
+def _diagonal_blocks(g, a, block: int):
+    """The diagonal `block` x `block` blocks of the matrices `a` (..., N, N), N a multiple of
+    `block`: (..., N / block, block, block)."""
+    count = g.Div(_size(g, a), _int(g, block))
+    shape = g.Concat(
+        g.Shape(a, start=0, end=-2),
+        g.Unsqueeze(count, _int(g, [0])),
+        _int(g, [block]),
+        g.Shape(a, start=-1),
+        axis=0,
+    )
+    rows = g.Reshape(a, shape, allowzero=1)
+    starts = g.Mul(_positions(g, count), _int(g, block))
+    columns = g.Add(g.Unsqueeze(starts, _int(g, [-1, -2])), _int(g, np.arange(block)))
+    columns = g.Expand(columns, g.Concat(g.Shape(rows, start=0, end=-1), _int(g, [block]), axis=0))
+    return g.GatherElements(rows, columns, axis=-1)
+
+
+def triangular_inverse(g, t, block: int):
+    """The inverses of lower-triangular matrices `t` (..., block, block), `block` a power of 2,
+    by doubling: from the 1 x 1 diagonal blocks' inverses, each step inverts blocks twice as
+    large, [[A, 0], [C, D]]^-1 = [[A^-1, 0], [-D^-1 C A^-1, D^-1]], for all of them at once."""
+    batch = g.Shape(t, start=0, end=-2)
+    diagonal = _diagonal(g, t, _int(g, np.arange(block)))
+    inverse = g.Unsqueeze(g.Reciprocal(diagonal), _int(g, [-1, -2]))  # (..., block, 1, 1)
+    size = 1
+    while size < block:
+        pairs = block // (2 * size)
+        lower_rows = np.array(
+            [2 * p * size + size + r for p in range(pairs) for r in range(size)], np.int64
+        )
+        rows = g.Reshape(
+            g.Gather(t, _int(g, lower_rows), axis=-2),
+            g.Concat(batch, _int(g, [pairs, size, block]), axis=0),
+            allowzero=1,
+        )
+        columns = np.arange(pairs)[:, None, None] * 2 * size + np.arange(size)
+        columns = np.broadcast_to(columns, (pairs, size, size)).astype(np.int64)
+        shape = g.Concat(batch, _int(g, [pairs, size, size]), axis=0)
+        c = g.GatherElements(rows, g.Expand(_int(g, columns), shape), axis=-1)
+        a_inv = g.Slice(inverse, _int(g, [0]), _int(g, [block]), _int(g, [-3]), _int(g, [2]))
+        d_inv = g.Slice(inverse, _int(g, [1]), _int(g, [block]), _int(g, [-3]), _int(g, [2]))
+        corner = g.Neg(g.MatMul(g.MatMul(d_inv, c), a_inv))
+        zeros = g.Expand(g.CastLike(_int(g, 0), t), shape)
+        top = g.Concat(a_inv, zeros, axis=-1)
+        bottom = g.Concat(corner, d_inv, axis=-1)
+        inverse = g.Concat(top, bottom, axis=-2)
+        size *= 2
+    return g.Squeeze(inverse, _int(g, [-3]))
+
+
+def _blocks(g, count, step, initial, kind: str):
+    """A Loop over `count` blocks, ``done = step(g, k, done)`` for each: `done` grows by the
+    block's rows (columns) from `initial`."""
+
+    def body(g, k, done):
+        return [step(g, k, done)]
+
+    (result,) = loop(g, count, [initial], body, kind)
+    return result
+
+
+def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = None):
+    """Cholesky of the symmetric matrices whose `lower` (or upper) triangle `a` holds (of
+    static size `size` if known): the lower factor L, NaN for a matrix that is not positive
+    definite (a pivot not > 0), as LAPACK's potrf reports it.
+
+    Left-looking by blocks of columns, as potrf: for the columns s:s+B, T = A[s:, s:s+B] -
+    L[s:, :s] L[s:s+B, :s]^T (a MatMul), its top block factored column by column, the rows
+    below it multiplied by the inverse of that factor, transposed."""
+    block = block_size(size)
     a = _as_lower(g, a, lower, rank)
+    n = _size(g, a)
+    padded, total = _padded(g, a, n, block)
+    ones = _block_ones(g, n, total, block, dtype)
+    width = _int(g, block)
+
+    def step(g, k, done):
+        start = g.Mul(k, width)
+        end = g.Add(start, width)
+        below = _rows(g, done, start, total)
+        t = g.Sub(
+            _columns(g, _rows(g, padded, start, total), start, end),
+            g.MatMul(below, _swap_last(g, _rows(g, below, _int(g, 0), width), rank)),
+        )
+        diagonal_block = g.Add(_rows(g, t, _int(g, 0), width), g.Gather(ones, k, axis=0))
+        top = _unblocked_factor(g, diagonal_block, dtype, rank)
+        inverse = triangular_inverse(g, top, block)
+        side = g.MatMul(_rows(g, t, width, g.Sub(total, start)), _swap_last(g, inverse, rank))
+        zeros_shape = g.Concat(
+            g.Shape(a, start=0, end=-2),
+            g.Unsqueeze(start, _int(g, [0])),
+            _int(g, [block]),
+            axis=0,
+        )
+        above = g.Expand(constant(g, 0, dtype), zeros_shape)
+        return g.Concat(done, g.Concat(above, top, side, axis=-2), axis=-1)
+
+    count = g.Div(total, width)
+    factor = _blocks(g, count, step, _columns(g, padded, _int(g, 0), _int(g, 0)), "cholesky")
+    factor = _columns(g, _rows(g, factor, _int(g, 0), n), _int(g, 0), n)
+    pivots = _diagonal(g, factor, _positions(g, n))
+    return _nan_where(g, _any(g, g.Not(g.Greater(pivots, constant(g, 0, dtype)))), factor, dtype)
+
+
+def _any(g, mask):
+    """Whether any of the last axis of bool `mask` is true (false when it is empty)."""
+    return g.Cast(
+        g.ReduceMax(g.Cast(mask, to=ir.DataType.UINT8), _int(g, [-1]), keepdims=0),
+        to=ir.DataType.BOOL,
+    )
+
+
+def _unblocked_factor(g, a, dtype: str, rank: int):
+    """Right-looking Cholesky of the lower triangle of `a`, one column per Loop step: column j
+    of L is the j-th column of what remains, S[:, j], below the diagonal divided by
+    sqrt(S[j, j]), that square root on the diagonal; then S -= l l^T. NaN for a matrix that is
+    not positive definite."""
+    lower = _triangle(g, a, True)
+    remaining = g.Add(lower, _swap_last(g, _triangle(g, a, True, -1), rank))
     n = _size(g, a)
     index = _positions(g, n)
     zero = constant(g, 0, dtype)
 
-    def step(g, j, factor, ok):
-        row = g.Gather(factor, j, axis=-2)
-        v = g.Sub(
-            g.Gather(a, j, axis=-1),
-            g.Squeeze(g.MatMul(factor, g.Unsqueeze(row, _int(g, [-1]))), _int(g, [-1])),
-        )
-        d = g.Gather(v, j, axis=-1)
-        root = g.Sqrt(d)
-        column = g.Where(g.Greater(index, j), g.Div(v, g.Unsqueeze(root, _int(g, [-1]))), zero)
-        column = g.Where(g.Equal(index, j), g.Unsqueeze(root, _int(g, [-1])), column)
-        one_hot = g.Cast(g.Equal(index, j), to=onnx_dtype(dtype))
-        factor = g.Add(factor, g.Mul(g.Unsqueeze(column, _int(g, [-1])), one_hot))
-        return [factor, g.And(ok, g.Greater(d, zero))]
+    def step(g, j, remaining, ok):
+        column = g.Gather(remaining, j, axis=-1)
+        d = g.Gather(column, j, axis=-1)
+        root = g.Unsqueeze(g.Sqrt(d), _int(g, [-1]))
+        below = g.Where(g.Greater(index, j), g.Div(column, root), zero)
+        l = g.Where(g.Equal(index, j), root, below)
+        update = g.Mul(g.Unsqueeze(l, _int(g, [-1])), g.Unsqueeze(l, _int(g, [-2])))
+        return [g.Sub(remaining, update), g.And(ok, g.Greater(d, zero)), g.Identity(l)]
 
     batch_ok = g.Expand(constant(g, True, "bool"), g.Shape(a, start=0, end=-2))
-    factor, ok = loop(g, n, [g.Expand(zero, g.Shape(a)), batch_ok], step, "cholesky")
+    _, ok, columns = loop(
+        g, n, [remaining, batch_ok], step, "cholesky", stacked=[onnx_dtype(dtype)]
+    )
+    # The columns, stacked first: L[..., i, j] = columns[j, ..., i] (n > 0: a block).
+    factor = g.Transpose(columns, perm=[*range(1, rank - 1), rank - 1, 0])
     return _nan_where(g, g.Not(ok), factor, dtype)
 
 
-def solve_triangular(g, a, b, dtype: str, lower: bool, unit_diagonal: bool, nan_if_singular=True):
-    """Substitution, one row of x per step (top down for lower, bottom up for upper), reading
-    only the `lower` (or upper) triangle of `a` and, unless `unit_diagonal`, its diagonal;
-    NaN if a diagonal entry is zero and `nan_if_singular`, as LAPACK's trtrs reports."""
+def _flip(g, x, axes):
+    """`x` reversed along `axes`."""
+    count = len(axes)
+    return g.Slice(
+        x,
+        _int(g, [-1] * count),
+        _int(g, [np.iinfo(np.int64).min] * count),
+        _int(g, axes),
+        _int(g, [-1] * count),
+    )
+
+
+def solve_triangular(
+    g, a, b, dtype: str, lower: bool, unit_diagonal: bool, nan_if_singular=True, size=None
+):
+    """The solution x of a x = b for the `lower` (or upper) triangle of `a` (of static size
+    `size` if known; its diagonal taken as ones if `unit_diagonal`); NaN if a diagonal entry
+    is zero and `nan_if_singular`, as LAPACK's trtrs reports.
+
+    By blocks of rows: the inverses of the diagonal blocks of the padded matrix at once
+    (triangular_inverse), then for the rows s:s+B, x[s:s+B] = inv_block (b[s:s+B] -
+    a[s:s+B, :s] x[:s]), two MatMuls. An upper system is the lower one of `a` and `b`
+    reversed."""
+    block = block_size(size)
     n = _size(g, a)
-    index = _positions(g, n)
-    last = g.Sub(n, _int(g, 1))
-    diagonal = _diagonal(g, a, index)
-    a = _triangle(g, a, lower, (-1 if lower else 1) if unit_diagonal else 0)
+    diagonal = _diagonal(g, a, _positions(g, n))
+    if not lower:
+        a, b = _flip(g, a, [-2, -1]), _flip(g, b, [-2])
+    padded, total = _padded(g, a, n, block, unit_diagonal)
+    ones = _block_ones(g, n, total, block, dtype, unit_diagonal)
+    inverses = triangular_inverse(g, g.Add(_diagonal_blocks(g, padded, block), ones), block)
+    b_padded = _pad_rows(g, b, total)
+    width = _int(g, block)
 
-    def step(g, t, x):
-        i = t if lower else g.Sub(last, t)
-        row = g.Gather(a, i, axis=-2)
-        done = g.Squeeze(g.MatMul(g.Unsqueeze(row, _int(g, [-2])), x), _int(g, [-2]))
-        value = g.Sub(g.Gather(b, i, axis=-2), done)
-        if not unit_diagonal:
-            value = g.Div(value, g.Unsqueeze(g.Gather(row, i, axis=-1), _int(g, [-1])))
-        at_i = g.Unsqueeze(g.Equal(index, i), _int(g, [-1]))
-        return [g.Where(at_i, g.Unsqueeze(value, _int(g, [-2])), x)]
+    def step(g, k, done):
+        start = g.Mul(k, width)
+        end = g.Add(start, width)
+        rows = _columns(g, _rows(g, padded, start, end), _int(g, 0), start)
+        rhs = g.Sub(_rows(g, b_padded, start, end), g.MatMul(rows, done))
+        return g.Concat(done, g.MatMul(g.Gather(inverses, k, axis=-3), rhs), axis=-2)
 
-    (x,) = loop(g, n, [g.Expand(constant(g, 0, dtype), g.Shape(b))], step, "substitution")
+    count = g.Div(total, width)
+    x = _blocks(g, count, step, _rows(g, b, _int(g, 0), _int(g, 0)), "substitution")
+    x = _rows(g, x, _int(g, 0), n)
+    if not lower:
+        x = _flip(g, x, [-2])
     if unit_diagonal or not nan_if_singular:
         return x
     smallest = g.ReduceMin(g.Abs(diagonal), _int(g, [-1]), keepdims=0)
@@ -212,7 +409,8 @@ def cholesky(g, node, a):
     a matrix that is not positive definite."""
     dtype = node.outputs[0].type.dtype
     rank, lower = node.inputs[0].type.ndim, _core(node).lower
-    factor = lower_factor(g, _as(g, node.inputs[0], a, dtype), dtype, lower, rank)
+    size = node.inputs[0].type.shape[-1]
+    factor = lower_factor(g, _as(g, node.inputs[0], a, dtype), dtype, lower, rank, size)
     return factor if lower else _swap_last(g, factor, rank)
 
 
@@ -223,7 +421,8 @@ def solve_triangular_(g, node, a, b):
     dtype = node.outputs[0].type.dtype
     core = _core(node)
     a, b = _as(g, node.inputs[0], a, dtype), _as(g, node.inputs[1], b, dtype)
-    x = solve_triangular(g, a, _matrix(g, b, core.b_ndim), dtype, core.lower, core.unit_diagonal)
+    b, size = _matrix(g, b, core.b_ndim), node.inputs[0].type.shape[-1]
+    x = solve_triangular(g, a, b, dtype, core.lower, core.unit_diagonal, size=size)
     return _unmatrix(g, x, core.b_ndim)
 
 
@@ -238,12 +437,11 @@ def cholesky_solve(g, node, c, b):
     rank = node.inputs[0].type.ndim
     c, b = _as(g, node.inputs[0], c, dtype), _as(g, node.inputs[1], b, dtype)
     lower = _as_lower(g, c, core.lower, rank)
-    y = solve_triangular(
-        g, lower, _matrix(g, b, core.b_ndim), dtype, True, False, nan_if_singular=False
-    )
-    x = solve_triangular(
-        g, _swap_last(g, lower, rank), y, dtype, False, False, nan_if_singular=False
-    )
+    size = node.inputs[0].type.shape[-1]
+    b = _matrix(g, b, core.b_ndim)
+    y = solve_triangular(g, lower, b, dtype, True, False, nan_if_singular=False, size=size)
+    upper = _swap_last(g, lower, rank)
+    x = solve_triangular(g, upper, y, dtype, False, False, nan_if_singular=False, size=size)
     return _unmatrix(g, x, core.b_ndim)
 
 
@@ -260,9 +458,11 @@ def solve(g, node, a, b):
     a, b = _as(g, node.inputs[0], a, dtype), _as(g, node.inputs[1], b, dtype)
     b = _matrix(g, b, core.b_ndim)
     if core.assume_a == "pos":
-        factor = lower_factor(g, a, dtype, core.lower, rank)
-        y = solve_triangular(g, factor, b, dtype, True, False)
-        x = solve_triangular(g, _swap_last(g, factor, rank), y, dtype, False, False)
+        size = node.inputs[0].type.shape[-1]
+        factor = lower_factor(g, a, dtype, core.lower, rank, size)
+        y = solve_triangular(g, factor, b, dtype, True, False, size=size)
+        upper = _swap_last(g, factor, rank)
+        x = solve_triangular(g, upper, y, dtype, False, False, size=size)
         return _unmatrix(g, x, core.b_ndim)
     if core.assume_a in ("sym", "her"):
         a = symmetric(g, a, core.lower, rank)
