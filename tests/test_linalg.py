@@ -302,3 +302,98 @@ def test_cholesky_and_solves_of_several_default_blocks(n, rng):
     )
     # The solve's error grows with the condition number, LAPACK's as well: residuals.
     np.testing.assert_allclose(value @ got[2], rhs, rtol=0, atol=1e-7 * np.abs(rhs).max())
+
+
+def _lu_inputs(rng, n, batch=()):
+    """A general matrix, a singular one (a zero column: pivots of exactly zero, elimination
+    skipped) and an ill-conditioned one."""
+    general = rng.normal(size=(*batch, n, n))
+    singular = general.copy()
+    if n:
+        singular[..., :, n // 2] = 0.0
+    q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    ill = np.broadcast_to((q * np.logspace(0, -10, n)) @ q.T, general.shape).copy()
+    return [general, singular, ill]
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 9])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_lu_factor_and_lu_like_scipy(n, dtype, rng):
+    from pytensor.tensor.linalg import lu, lu_factor, lu_solve
+
+    a = pt.matrix("a", dtype=dtype)
+    b = pt.matrix("b", dtype=dtype)
+    factor, pivots = lu_factor(a)
+    p_indices, *_ = lu(a, p_indices=True)
+    outs = [factor, pivots, *lu(a), *lu(a, p_indices=True)[1:], *lu(a, permute_l=True)]
+    solves = [lu_solve((factor, pivots), b), lu_solve((factor, pivots), b, trans=True)]
+    tol = RTOL[dtype]
+    general, singular, ill = _lu_inputs(rng, n)
+    for value in (general, singular, ill):
+        rhs = rng.normal(size=(n, 2))
+        values = [value.astype(dtype), rhs.astype(dtype)]
+        if value is ill:  # rounding differs from getrf's order by ~cond * eps: residuals
+            p, low, up = pytensor.function([a], lu(a), mode="ONNX")(values[0])
+            np.testing.assert_allclose(p @ low @ up, values[0], rtol=0, atol=tol)
+            assert np.all(np.abs(np.tril(low, -1)) <= 1)  # partial pivoting
+            continue
+        compare_onnx_and_py([a, b], outs, values, rtol=tol, atol=tol)
+        # p_indices: int32 as its type says (SciPy, and so PyTensor's Python perform, give
+        # int64).
+        got = pytensor.function([a], p_indices, mode="ONNX")(values[0])
+        expected = pytensor.function([a], p_indices, mode="FAST_COMPILE")(values[0])
+        assert got.dtype == p_indices.type.dtype
+        np.testing.assert_array_equal(got, expected)
+        if n and np.linalg.cond(value) < 1e6:  # solves: residuals
+            x, xt = pytensor.function([a, b], solves, mode="ONNX")(*values)
+            np.testing.assert_allclose(value @ x, rhs, atol=50 * tol)
+            np.testing.assert_allclose(value.T @ xt, rhs, atol=50 * tol)
+    import scipy.linalg
+
+    value = _lu_inputs(rng, n)[0]
+    fn = pytensor.function([a], [factor, pivots, *lu(a)], mode="ONNX")
+    got = fn(value.astype(dtype))
+    if n:
+        expected = scipy.linalg.lu_factor(value)
+        np.testing.assert_allclose(got[0], expected[0], rtol=tol, atol=tol)
+        np.testing.assert_array_equal(got[1], expected[1])
+        p, low, up = got[2:]
+        np.testing.assert_allclose(p @ low @ up, value, rtol=tol, atol=tol * 10)
+
+
+def test_lu_batched_and_pivots_to_permutations(rng):
+    from pytensor.tensor.blockwise import Blockwise
+    from pytensor.tensor.linalg import lu, lu_factor
+
+    try:  # PyTensor 3
+        from pytensor.tensor.linalg import PivotToPermutations
+    except ImportError:  # PyTensor 2.38
+        from pytensor.tensor.slinalg import PivotToPermutations
+
+    a = pt.tensor3("a")
+    factor, pivots = lu_factor(a)
+    outs = [
+        factor,
+        pivots,
+        *lu(a),
+        Blockwise(PivotToPermutations(inverse=True))(pivots),
+        Blockwise(PivotToPermutations(inverse=False))(pivots),
+    ]
+    for value in _lu_inputs(rng, 4, (3,)):
+        compare_onnx_and_py([a], outs, [value], rtol=1e-10, atol=1e-12)
+    compare_onnx_and_py([a], outs, [np.zeros((2, 0, 0))])
+
+
+def test_block_diag(rng):
+    from pytensor.tensor.linalg import block_diag
+
+    a, b, c = pt.matrix("a"), pt.matrix("b"), pt.matrix("c", dtype="float32")
+    batched = pt.tensor3("batched")
+    outs = [block_diag(a, b), block_diag(a, b, c), block_diag(batched, a)]
+    values = [
+        rng.normal(size=(2, 3)),
+        rng.normal(size=(0, 2)),
+        rng.normal(size=(1, 1)).astype("float32"),
+        rng.normal(size=(4, 2, 2)),
+    ]
+    compare_onnx_and_py([a, b, c, batched], outs, values)

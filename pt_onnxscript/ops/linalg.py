@@ -17,7 +17,9 @@ from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
 
 try:  # PyTensor 3
+    from pytensor.tensor.linalg.constructors import BlockDiagonal
     from pytensor.tensor.linalg.decomposition.cholesky import Cholesky
+    from pytensor.tensor.linalg.decomposition.lu import LU, LUFactor, PivotToPermutations
     from pytensor.tensor.linalg.inverse import MatrixInverse
     from pytensor.tensor.linalg.solvers.general import Solve
     from pytensor.tensor.linalg.solvers.psd import CholeskySolve
@@ -25,7 +27,16 @@ try:  # PyTensor 3
     from pytensor.tensor.linalg.summary import Det, SLogDet
 except ImportError:  # PyTensor 2.38
     from pytensor.tensor.nlinalg import Det, MatrixInverse, SLogDet
-    from pytensor.tensor.slinalg import Cholesky, CholeskySolve, Solve, SolveTriangular
+    from pytensor.tensor.slinalg import (
+        LU,
+        BlockDiagonal,
+        Cholesky,
+        CholeskySolve,
+        LUFactor,
+        PivotToPermutations,
+        Solve,
+        SolveTriangular,
+    )
 
 
 def _core(node):
@@ -336,18 +347,22 @@ def _diagonal(g, a, index):
     return g.Squeeze(g.GatherElements(a, columns, axis=-1), _int(g, [-1]))
 
 
-def lu_eliminate(g, a, b, dtype: str):
+def lu_eliminate(g, a, b, dtype: str, rank: int = 2, keep_factors: bool = False):
     """Gaussian elimination with partial pivoting (LAPACK's getrf order) on [a | b].
 
-    Returns U, the eliminated b, the pivots (..., n) and the number of row swaps (...).
+    Returns U, the eliminated b, the pivots (..., n) and the number of row swaps (...); with
+    `keep_factors`, also getrf's packed L\\U (the multipliers below the diagonal), its pivot
+    rows ipiv (..., n) (row k swapped with ipiv[k] at step k) and the permutation `perm` of
+    the rows of `a` that L U factors (a[perm] = L U).
     """
     n = _size(g, a)
     index = _positions(g, n)
     zero = constant(g, 0, dtype)
     columns = g.Squeeze(g.Shape(a, start=-1), _int(g, [0]))
     augmented = g.Concat(a, b, axis=-1)
+    column_index = _positions(g, g.Squeeze(g.Shape(augmented, start=-1), _int(g, [0])))
 
-    def step(g, k, m, swaps, pivots):
+    def step(g, k, m, swaps, pivots, *perm):
         column = g.Gather(m, k, axis=-1)
         candidates = g.Where(g.Less(index, k), constant(g, -1, dtype), g.Abs(column))
         p = g.ArgMax(candidates, axis=-1, keepdims=1)
@@ -362,6 +377,8 @@ def lu_eliminate(g, a, b, dtype: str):
         safe = g.Where(g.Equal(pivot, zero), constant(g, 1, dtype), pivot)
         factors = g.Div(g.Gather(m, k, axis=-1), g.Unsqueeze(safe, _int(g, [-1])))
         factors = g.Where(g.Greater(index, k), factors, zero)
+        if keep_factors:  # the row's multipliers left of column k stay out of the update
+            row = g.Where(g.Less(column_index, k), zero, row)
         m = g.Sub(m, g.Mul(g.Unsqueeze(factors, _int(g, [-1])), g.Unsqueeze(row, _int(g, [-2]))))
         pivots = g.Add(
             pivots,
@@ -369,21 +386,30 @@ def lu_eliminate(g, a, b, dtype: str):
                 g.Cast(g.Equal(index, k), to=onnx_dtype(dtype)), g.Unsqueeze(pivot, _int(g, [-1]))
             ),
         )
-        return [m, swaps, pivots]
+        if not keep_factors:
+            return [m, swaps, pivots]
+        below_k = g.And(g.Unsqueeze(g.Greater(index, k), _int(g, [-1])), g.Equal(column_index, k))
+        m = g.Where(below_k, g.Unsqueeze(factors, _int(g, [-1])), m)
+        return [m, swaps, pivots, g.GatherElements(perm[0], order, axis=-1), g.Identity(p)]
 
     batch = g.Shape(a, start=0, end=-2)
-    m, swaps, pivots = loop(
-        g,
-        n,
-        [augmented, g.Expand(_int(g, 0), batch), g.Mul(_diagonal(g, a, index), zero)],
-        step,
-        "lu",
-    )
+    state = [augmented, g.Expand(_int(g, 0), batch), g.Mul(_diagonal(g, a, index), zero)]
+    if keep_factors:
+        state.append(g.Expand(index, g.Shape(a, start=0, end=-1)))
+    stacked = [ir.DataType.INT64] if keep_factors else []
+    m, swaps, pivots, *more = loop(g, n, state, step, "lu", stacked=stacked)
     upper = g.Slice(m, _int(g, [0]), g.Reshape(columns, _int(g, [1])), _int(g, [-1]))
     rest = g.Slice(
         m, g.Reshape(columns, _int(g, [1])), _int(g, [np.iinfo(np.int64).max]), _int(g, [-1])
     )
-    return upper, rest, pivots, swaps
+    if not keep_factors:
+        return upper, rest, pivots, swaps
+    perm, rows = more
+    # The pivot rows, one per step stacked first (n, ..., 1): reshaped (an ONNX Runtime Loop
+    # that ran no step stacks to shape (0,)), batch dims first.
+    rows = g.Reshape(rows, g.Concat(g.Unsqueeze(n, _int(g, [0])), batch, axis=0), allowzero=1)
+    ipiv = g.Transpose(rows, perm=[*range(1, rank - 1), 0])
+    return upper, rest, pivots, swaps, ipiv, perm
 
 
 def _matrix(g, b, b_ndim: int):
@@ -523,3 +549,109 @@ def slogdet(g, node, a):
     )
     logabs = g.ReduceSum(g.Log(g.Abs(pivots)), _int(g, [-1]), keepdims=0)
     return [sign, logabs]
+
+
+def _inverse_permutation(g, perm):
+    """q with q[..., perm[..., i]] = i."""
+    index = g.Expand(_positions(g, g.Squeeze(g.Shape(perm, start=-1), _int(g, [0]))), g.Shape(perm))
+    return g.ScatterElements(perm, perm, index, axis=-1)
+
+
+def _identity_like(g, a, dtype):
+    index = _positions(g, _size(g, a))
+    return g.Cast(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index), to=onnx_dtype(dtype))
+
+
+@register(LUFactor)
+@register_blockwise(LUFactor)
+def lu_factor(g, node, a):
+    """LUFactor -> getrf's packed L\\U and pivot rows from the elimination; NaN where a pivot is
+    exactly zero, as PyTensor gives when getrf reports it."""
+    dtype = node.outputs[0].type.dtype
+    a = _as(g, node.inputs[0], a, dtype)
+    no_columns = g.Slice(a, _int(g, [0]), _int(g, [0]), _int(g, [-1]))
+    packed, _, pivots, _, ipiv, _ = lu_eliminate(
+        g, a, no_columns, dtype, node.inputs[0].type.ndim, keep_factors=True
+    )
+    failed = _any(g, g.Equal(pivots, constant(g, 0, dtype)))
+    return [_nan_where(g, failed, packed, dtype), g.Cast(ipiv, to=onnx_dtype("int32"))]
+
+
+@register(LU)
+@register_blockwise(LU)
+def lu(g, node, a):
+    """LU -> SciPy's lu from the elimination: a = P L U with L unit lower triangular, as P,
+    L, U; as p with a = L[p] U (`p_indices`); or as P L, U (`permute_l`)."""
+    core = _core(node)
+    dtype = node.outputs[-1].type.dtype
+    a = _as(g, node.inputs[0], a, dtype)
+    no_columns = g.Slice(a, _int(g, [0]), _int(g, [0]), _int(g, [-1]))
+    packed, _, _, _, _, perm = lu_eliminate(
+        g, a, no_columns, dtype, node.inputs[0].type.ndim, keep_factors=True
+    )
+    lower = g.Add(_triangle(g, packed, True, -1), _identity_like(g, a, dtype))
+    upper = _triangle(g, packed, False)
+    rows = _inverse_permutation(g, perm)  # a[i] = (L U)[rows[i]]
+    if core.permute_l:
+        gather = g.Expand(g.Unsqueeze(rows, _int(g, [-1])), g.Shape(lower))
+        return [g.GatherElements(lower, gather, axis=-2), upper]
+    if core.p_indices:
+        return [g.Cast(rows, to=onnx_dtype(node.outputs[0].type.dtype)), lower, upper]
+    index = _positions(g, _size(g, a))
+    p_dtype = onnx_dtype(node.outputs[0].type.dtype)
+    permutation = g.Cast(g.Equal(g.Unsqueeze(rows, _int(g, [-1])), index), to=p_dtype)
+    return [permutation, lower, upper]
+
+
+@register(PivotToPermutations)
+@register_blockwise(PivotToPermutations)
+def pivot_to_permutations(g, node, pivots):
+    """PivotToPermutations -> getrf's row swaps applied in order to 0..n-1, one per Loop step
+    (and inverted unless `inverse`)."""
+    pivots = g.Cast(pivots, to=ir.DataType.INT64)
+    n = g.Squeeze(g.Shape(pivots, start=-1), _int(g, [0]))
+    batch = g.Concat(g.Shape(pivots, start=0, end=-1), _int(g, [1]), axis=0)
+
+    def step(g, i, rows):
+        j = g.Unsqueeze(g.Gather(pivots, i, axis=-1), _int(g, [-1]))
+        at = g.Concat(g.Expand(g.Unsqueeze(i, _int(g, [0])), batch), j, axis=-1)
+        swapped = g.Concat(
+            g.GatherElements(rows, j, axis=-1),
+            g.Gather(rows, g.Unsqueeze(i, _int(g, [0])), axis=-1),
+            axis=-1,
+        )
+        return [g.ScatterElements(rows, at, swapped, axis=-1)]
+
+    (rows,) = loop(g, n, [g.Expand(_positions(g, n), g.Shape(pivots))], step, "pivots")
+    return rows if _core(node).inverse else _inverse_permutation(g, rows)
+
+
+@register(BlockDiagonal)
+@register_blockwise(BlockDiagonal)
+def block_diagonal(g, node, *matrices):
+    """BlockDiagonal -> each matrix padded with zeros to the full width at its columns, the
+    rows concatenated (batch dims broadcast first)."""
+    dtype = node.outputs[0].type.dtype
+    matrices = [_as(g, var, m, dtype) for var, m in zip(node.inputs, matrices, strict=True)]
+    if node.outputs[0].type.ndim > 2:
+        batches = [g.Concat(g.Shape(m, start=0, end=-2), _int(g, [1, 1]), axis=0) for m in matrices]
+        matrices = [
+            _expand_all(g, m, [b for j, b in enumerate(batches) if j != i])
+            for i, m in enumerate(matrices)
+        ]
+    widths = [g.Shape(m, start=-1) for m in matrices]
+    total = widths[0]
+    for width in widths[1:]:
+        total = g.Add(total, width)
+    blocks, left = [], _int(g, [0])
+    for m, width in zip(matrices, widths, strict=True):
+        right = g.Sub(g.Sub(total, left), width)
+        blocks.append(g.Pad(m, g.Concat(left, right, axis=0), None, _int(g, [-1])))
+        left = g.Add(left, width)
+    return g.Concat(*blocks, axis=-2)
+
+
+def _expand_all(g, value, shapes):
+    for shape in shapes:
+        value = g.Expand(value, shape)
+    return value
