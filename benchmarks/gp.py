@@ -1,7 +1,7 @@
 """Dense linear algebra side by side in one run: PyTensor's default mode (LAPACK through
 SciPy/Numba) against the exported model in ONNX Runtime, for Cholesky, a triangular solve
-with one and with n right-hand sides, and a GP marginal log-likelihood with its gradient
-(Cholesky, four triangular solves).
+with one and with n right-hand sides, a general solve and an inverse (LU), and a GP marginal
+log-likelihood with its gradient (Cholesky, four triangular solves).
 
 One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
 
@@ -49,6 +49,12 @@ def problems(n, rng):
             [solve_triangular(a, many, lower=True)],
             [factor, rng.normal(size=(n, n))],
         ),
+        "solve (LU), 1 rhs": (
+            [a, b],
+            [pt.linalg.solve(a, b)],
+            [m, rng.normal(size=n)],
+        ),
+        "inv": ([a], [pt.linalg.inv(a)], [m]),
         "GP logp + gradient": (gp_inputs, gp_outputs, gp_values),
     }
 

@@ -254,7 +254,7 @@ def test_blockwise_linalg_with_batch_broadcasting(rng):
 @pytest.mark.parametrize("block", [1, 4])
 @pytest.mark.parametrize("n", [0, 1, 3, 4, 9])
 def test_blocked_factorizations_and_solves_across_blocks(block, n, rng, monkeypatch):
-    """Cholesky and triangular solves by blocks (small blocks here, so that sizes cover
+    """Cholesky, triangular solves and LU by blocks (small blocks here, so that sizes cover
     several blocks, a partial last one and none), symbolic and static sizes, batches."""
     from pt_onnxscript.ops import linalg
 
@@ -262,10 +262,10 @@ def test_blocked_factorizations_and_solves_across_blocks(block, n, rng, monkeypa
     a = pt.tensor3("a")
     static = pt.tensor("s", shape=(2, n, n))
     B = pt.tensor3("B")
-    outs = []
+    positive_definite, general, factors, determinants = [], [], [], []
     for m in (a, static):
         chol = pt.linalg.cholesky(m)
-        outs += [
+        positive_definite += [
             chol,
             pt.linalg.cholesky(m, lower=False),
             solve_triangular(chol, B, lower=True, b_ndim=2),
@@ -273,10 +273,22 @@ def test_blocked_factorizations_and_solves_across_blocks(block, n, rng, monkeypa
             solve_triangular(m, B, lower=True, unit_diagonal=True, b_ndim=2),
             pt.linalg.solve(m, B, assume_a="pos", b_ndim=2),
         ]
+        general += [pt.linalg.solve(m, B, b_ndim=2), *([pt.linalg.inv(m)] if n else [])]
+        # In graphs of their own: PyTensor 3.0.7 rewrites det(m) next to an LU of m (which
+        # lu_factor is, and a solve becomes) into the product of U's diagonal, without the
+        # sign of the row swaps.
+        factors += pt.linalg.lu_factor(m)
+        determinants += [pt.linalg.det(m), *pt.linalg.slogdet(m)]
     value = spd(rng, n, (2,))
+    rhs = rng.normal(size=(2, n, 3))
     compare_onnx_and_py(
-        [a, static, B], outs, [value, value, rng.normal(size=(2, n, 3))], rtol=1e-10, atol=1e-12
+        [a, static, B], positive_definite, [value, value, rhs], rtol=1e-10, atol=1e-12
     )
+    # A general matrix (LU pivots), and one with rows shuffled.
+    matrices = np.stack([rng.normal(size=(n, n)), value[0][rng.permutation(n)]])
+    compare_onnx_and_py([a, static, B], general, [matrices, matrices, rhs], rtol=1e-10, atol=1e-12)
+    for outs in (factors, determinants):
+        compare_onnx_and_py([a, static], outs, [matrices, matrices], rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("n", [70, 130])

@@ -347,69 +347,131 @@ def _diagonal(g, a, index):
     return g.Squeeze(g.GatherElements(a, columns, axis=-1), _int(g, [-1]))
 
 
-def lu_eliminate(g, a, b, dtype: str, rank: int = 2, keep_factors: bool = False):
-    """Gaussian elimination with partial pivoting (LAPACK's getrf order) on [a | b].
+def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
+    """LU with partial pivoting of the matrices `a` (..., n, n) (of static size `size` if
+    known), right-looking by blocks of columns as getrf: each panel of columns is eliminated
+    one column per Loop step (pivot: the first largest |entry| on or below the diagonal, as
+    idamax; a zero pivot skips the column, as getrf), its row swaps applied to the whole
+    matrix, then U12 = L11^-1 A12 (triangular_inverse) and A22 -= L21 U12, both MatMuls.
 
-    Returns U, the eliminated b, the pivots (..., n) and the number of row swaps (...); with
-    `keep_factors`, also getrf's packed L\\U (the multipliers below the diagonal), its pivot
-    rows ipiv (..., n) (row k swapped with ipiv[k] at step k) and the permutation `perm` of
-    the rows of `a` that L U factors (a[perm] = L U).
+    Returns getrf's packed L\\U (..., n, n), its pivot rows ipiv (..., n) (row k swapped with
+    ipiv[k] at step k) and the permutation `perm` (..., n) of the rows of `a` that L U factors
+    (a[perm] = L U).
     """
+    block = block_size(size)
     n = _size(g, a)
-    index = _positions(g, n)
+    total = g.Mul(g.Div(g.Add(n, _int(g, block - 1)), _int(g, block)), _int(g, block))
+    extra = g.Unsqueeze(g.Sub(total, n), _int(g, [0]))
+    padded = g.Pad(a, g.Concat(_int(g, [0, 0]), extra, extra, axis=0), None, _int(g, [-2, -1]))
+    index = _positions(g, total)
+    padding = g.And(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index), g.GreaterOrEqual(index, n))
+    padded = g.Add(padded, g.Cast(padding, to=onnx_dtype(dtype)))  # ones: pivots of 1, no swap
+    width = _int(g, block)
+    columns = _int(g, np.arange(block))
     zero = constant(g, 0, dtype)
-    columns = g.Squeeze(g.Shape(a, start=-1), _int(g, [0]))
-    augmented = g.Concat(a, b, axis=-1)
-    column_index = _positions(g, g.Squeeze(g.Shape(augmented, start=-1), _int(g, [0])))
-
-    def step(g, k, m, swaps, pivots, *perm):
-        column = g.Gather(m, k, axis=-1)
-        candidates = g.Where(g.Less(index, k), constant(g, -1, dtype), g.Abs(column))
-        p = g.ArgMax(candidates, axis=-1, keepdims=1)
-        order = g.Where(g.Equal(index, k), p, g.Where(g.Equal(index, p), k, index))
-        m = g.GatherElements(m, g.Expand(g.Unsqueeze(order, _int(g, [-1])), g.Shape(m)), axis=-2)
-        swaps = g.Add(
-            swaps, g.Cast(g.Squeeze(g.Not(g.Equal(p, k)), _int(g, [-1])), to=ir.DataType.INT64)
-        )
-        row = g.Gather(m, k, axis=-2)
-        pivot = g.Gather(row, k, axis=-1)
-        # A zero pivot means a zero column below it: like getrf, skip the elimination.
-        safe = g.Where(g.Equal(pivot, zero), constant(g, 1, dtype), pivot)
-        factors = g.Div(g.Gather(m, k, axis=-1), g.Unsqueeze(safe, _int(g, [-1])))
-        factors = g.Where(g.Greater(index, k), factors, zero)
-        if keep_factors:  # the row's multipliers left of column k stay out of the update
-            row = g.Where(g.Less(column_index, k), zero, row)
-        m = g.Sub(m, g.Mul(g.Unsqueeze(factors, _int(g, [-1])), g.Unsqueeze(row, _int(g, [-2]))))
-        pivots = g.Add(
-            pivots,
-            g.Mul(
-                g.Cast(g.Equal(index, k), to=onnx_dtype(dtype)), g.Unsqueeze(pivot, _int(g, [-1]))
-            ),
-        )
-        if not keep_factors:
-            return [m, swaps, pivots]
-        below_k = g.And(g.Unsqueeze(g.Greater(index, k), _int(g, [-1])), g.Equal(column_index, k))
-        m = g.Where(below_k, g.Unsqueeze(factors, _int(g, [-1])), m)
-        return [m, swaps, pivots, g.GatherElements(perm[0], order, axis=-1), g.Identity(p)]
-
     batch = g.Shape(a, start=0, end=-2)
-    state = [augmented, g.Expand(_int(g, 0), batch), g.Mul(_diagonal(g, a, index), zero)]
-    if keep_factors:
-        state.append(g.Expand(index, g.Shape(a, start=0, end=-1)))
-    stacked = [ir.DataType.INT64] if keep_factors else []
-    m, swaps, pivots, *more = loop(g, n, state, step, "lu", stacked=stacked)
-    upper = g.Slice(m, _int(g, [0]), g.Reshape(columns, _int(g, [1])), _int(g, [-1]))
-    rest = g.Slice(
-        m, g.Reshape(columns, _int(g, [1])), _int(g, [np.iinfo(np.int64).max]), _int(g, [-1])
+
+    def panel_step(g, j, panel, order, rows):
+        column = g.Gather(panel, j, axis=-1)
+        candidates = g.Where(g.Less(rows, j), constant(g, -1, dtype), g.Abs(column))
+        p = g.ArgMax(candidates, axis=-1, keepdims=1)
+        swap = g.Where(g.Equal(rows, j), p, g.Where(g.Equal(rows, p), j, rows))
+        panel = g.GatherElements(
+            panel, g.Expand(g.Unsqueeze(swap, _int(g, [-1])), g.Shape(panel)), axis=-2
+        )
+        order = g.GatherElements(order, swap, axis=-1)
+        row = g.Gather(panel, j, axis=-2)
+        pivot = g.Gather(row, j, axis=-1)
+        safe = g.Where(g.Equal(pivot, zero), constant(g, 1, dtype), pivot)
+        factors = g.Div(g.Gather(panel, j, axis=-1), g.Unsqueeze(safe, _int(g, [-1])))
+        factors = g.Where(g.Greater(rows, j), factors, zero)
+        right = g.Where(g.Greater(columns, j), row, zero)
+        panel = g.Sub(
+            panel, g.Mul(g.Unsqueeze(factors, _int(g, [-1])), g.Unsqueeze(right, _int(g, [-2])))
+        )
+        below = g.And(g.Unsqueeze(g.Greater(rows, j), _int(g, [-1])), g.Equal(columns, j))
+        panel = g.Where(below, g.Unsqueeze(factors, _int(g, [-1])), panel)
+        return [panel, order, g.Squeeze(p, _int(g, [-1]))]
+
+    def block_step(g, k, m, perm):
+        start = g.Mul(k, width)
+        end = g.Add(start, width)
+        rows = _positions(g, g.Sub(total, start))
+        panel = _columns(g, _rows(g, m, start, total), start, end)
+        panel, order, pivot_rows = loop(
+            g,
+            width,
+            [panel, g.Expand(rows, g.Concat(batch, g.Shape(rows), axis=0))],
+            lambda g, j, panel, order: panel_step(g, j, panel, order, rows),
+            "lu_panel",
+            stacked=[ir.DataType.INT64],
+        )
+        full_order = g.Concat(
+            g.Expand(
+                _positions(g, start), g.Concat(batch, g.Unsqueeze(start, _int(g, [0])), axis=0)
+            ),
+            g.Add(order, start),
+            axis=-1,
+        )
+        m = g.GatherElements(
+            m, g.Expand(g.Unsqueeze(full_order, _int(g, [-1])), g.Shape(m)), axis=-2
+        )
+        perm = g.GatherElements(perm, full_order, axis=-1)
+        top = _rows(g, panel, _int(g, 0), width)
+        unit_lower = g.Add(_triangle(g, top, True, -1), constant(g, np.eye(block), dtype))
+        upper_right = g.MatMul(
+            triangular_inverse(g, unit_lower, block),
+            _columns(g, _rows(g, m, start, end), end, total),
+        )
+        trailing = g.Sub(
+            _columns(g, _rows(g, m, end, total), end, total),
+            g.MatMul(_rows(g, panel, width, g.Sub(total, start)), upper_right),
+        )
+        lower_rows = g.Concat(
+            _columns(g, _rows(g, m, start, total), _int(g, 0), start),
+            panel,
+            g.Concat(upper_right, trailing, axis=-2),
+            axis=-1,
+        )
+        m = g.Concat(_rows(g, m, _int(g, 0), start), lower_rows, axis=-2)
+        return [m, perm, g.Add(pivot_rows, start)]
+
+    perm = g.Expand(index, g.Concat(batch, g.Shape(index), axis=0))
+    count = g.Div(total, width)
+    m, perm, pivot_rows = loop(
+        g, count, [padded, perm], block_step, "lu", stacked=[ir.DataType.INT64]
     )
-    if not keep_factors:
-        return upper, rest, pivots, swaps
-    perm, rows = more
-    # The pivot rows, one per step stacked first (n, ..., 1): reshaped (an ONNX Runtime Loop
-    # that ran no step stacks to shape (0,)), batch dims first.
-    rows = g.Reshape(rows, g.Concat(g.Unsqueeze(n, _int(g, [0])), batch, axis=0), allowzero=1)
-    ipiv = g.Transpose(rows, perm=[*range(1, rank - 1), 0])
-    return upper, rest, pivots, swaps, ipiv, perm
+    # Pivot rows stacked (blocks, block, ...): reshaped (an ONNX Runtime Loop that ran no step
+    # stacks to shape (0,)), batch dims first.
+    pivot_rows = g.Reshape(
+        pivot_rows, g.Concat(g.Unsqueeze(total, _int(g, [0])), batch, axis=0), allowzero=1
+    )
+    ipiv = g.Transpose(pivot_rows, perm=[*range(1, rank - 1), 0])
+    packed = _columns(g, _rows(g, m, _int(g, 0), n), _int(g, 0), n)
+    first = g.Unsqueeze(n, _int(g, [0]))
+    ipiv = g.Slice(ipiv, _int(g, [0]), first, _int(g, [-1]))
+    perm = g.Slice(perm, _int(g, [0]), first, _int(g, [-1]))
+    return packed, ipiv, perm
+
+
+def _lu_solve(g, packed, perm, b, dtype, size):
+    """x with a x = b from a's LU factors (`packed`, `perm`: a[perm] = L U)."""
+    index = _positions(g, _size(g, packed))
+    permutation = g.Cast(g.Equal(g.Unsqueeze(perm, _int(g, [-1])), index), to=onnx_dtype(dtype))
+    y = solve_triangular(g, packed, g.MatMul(permutation, b), dtype, True, True, size=size)
+    return solve_triangular(g, packed, y, dtype, False, False, nan_if_singular=False, size=size)
+
+
+def _pivots(g, packed):
+    """The diagonal of U: (..., n)."""
+    return _diagonal(g, packed, _positions(g, _size(g, packed)))
+
+
+def _swap_count(g, ipiv):
+    """The number of row swaps getrf made (..)."""
+    steps = _positions(g, g.Squeeze(g.Shape(ipiv, start=-1), _int(g, [0])))
+    moved = g.Cast(g.Not(g.Equal(ipiv, steps)), to=ir.DataType.INT64)
+    return g.ReduceSum(moved, _int(g, [-1]), keepdims=0)
 
 
 def _matrix(g, b, b_ndim: int):
@@ -494,9 +556,10 @@ def solve(g, node, a, b):
         a = symmetric(g, a, core.lower, rank)
     elif core.assume_a == "tridiagonal":
         a = _triangle(g, _triangle(g, a, True, 1), False, -1)
-    upper, c, pivots, _ = lu_eliminate(g, a, b, dtype)
-    x = solve_triangular(g, upper, c, dtype, False, False)
-    x = _nan_where(g, _singular(g, pivots, dtype), x, dtype)
+    size = node.inputs[0].type.shape[-1]
+    packed, _, perm = lu_factor_blocked(g, a, dtype, rank, size)
+    x = _lu_solve(g, packed, perm, b, dtype, size)
+    x = _nan_where(g, _singular(g, _pivots(g, packed), dtype), x, dtype)
     return _unmatrix(g, x, core.b_ndim)
 
 
@@ -507,14 +570,11 @@ def matrix_inverse(g, node, a):
     np.linalg.inv does."""
     dtype = node.outputs[0].type.dtype
     a = _as(g, node.inputs[0], a, dtype)
-    index = _positions(g, _size(g, a))
-    identity = g.Cast(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index), to=onnx_dtype(dtype))
-    identity = g.Expand(identity, g.Shape(a))
-    upper, c, pivots, _ = lu_eliminate(g, a, identity, dtype)
-    inverse = solve_triangular(g, upper, c, dtype, False, False)
-    return raise_if(
-        g, _singular(g, pivots, dtype), inverse, np.linalg.LinAlgError, "Singular matrix"
-    )
+    size = node.inputs[0].type.shape[-1]
+    packed, _, perm = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
+    inverse = _lu_solve(g, packed, perm, _identity_like(g, a, dtype), dtype, size)
+    singular = _singular(g, _pivots(g, packed), dtype)
+    return raise_if(g, singular, inverse, np.linalg.LinAlgError, "Singular matrix")
 
 
 @register(Det)
@@ -523,11 +583,10 @@ def det(g, node, a):
     """Det -> the product of the LU pivots, negated for an odd number of row swaps."""
     dtype = node.outputs[0].type.dtype
     a = _as(g, node.inputs[0], a, dtype)
-    _, _, pivots, swaps = lu_eliminate(
-        g, a, g.Slice(a, _int(g, [0]), _int(g, [0]), _int(g, [-1])), dtype
-    )
-    product = g.ReduceProd(pivots, _int(g, [-1]), keepdims=0)
-    return g.Mul(product, _parity_sign(g, swaps, dtype))
+    size = node.inputs[0].type.shape[-1]
+    packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
+    product = g.ReduceProd(_pivots(g, packed), _int(g, [-1]), keepdims=0)
+    return g.Mul(product, _parity_sign(g, _swap_count(g, ipiv), dtype))
 
 
 def _parity_sign(g, swaps, dtype):
@@ -541,9 +600,9 @@ def slogdet(g, node, a):
     """SLogDet -> the sign and the sum of log |pivot| of the LU pivots."""
     dtype = node.outputs[0].type.dtype
     a = _as(g, node.inputs[0], a, dtype)
-    _, _, pivots, swaps = lu_eliminate(
-        g, a, g.Slice(a, _int(g, [0]), _int(g, [0]), _int(g, [-1])), dtype
-    )
+    size = node.inputs[0].type.shape[-1]
+    packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
+    pivots, swaps = _pivots(g, packed), _swap_count(g, ipiv)
     sign = g.Mul(
         g.ReduceProd(g.Sign(pivots), _int(g, [-1]), keepdims=0), _parity_sign(g, swaps, dtype)
     )
@@ -569,11 +628,9 @@ def lu_factor(g, node, a):
     exactly zero, as PyTensor gives when getrf reports it."""
     dtype = node.outputs[0].type.dtype
     a = _as(g, node.inputs[0], a, dtype)
-    no_columns = g.Slice(a, _int(g, [0]), _int(g, [0]), _int(g, [-1]))
-    packed, _, pivots, _, ipiv, _ = lu_eliminate(
-        g, a, no_columns, dtype, node.inputs[0].type.ndim, keep_factors=True
-    )
-    failed = _any(g, g.Equal(pivots, constant(g, 0, dtype)))
+    size = node.inputs[0].type.shape[-1]
+    packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
+    failed = _any(g, g.Equal(_pivots(g, packed), constant(g, 0, dtype)))
     return [_nan_where(g, failed, packed, dtype), g.Cast(ipiv, to=onnx_dtype("int32"))]
 
 
@@ -585,10 +642,8 @@ def lu(g, node, a):
     core = _core(node)
     dtype = node.outputs[-1].type.dtype
     a = _as(g, node.inputs[0], a, dtype)
-    no_columns = g.Slice(a, _int(g, [0]), _int(g, [0]), _int(g, [-1]))
-    packed, _, _, _, _, perm = lu_eliminate(
-        g, a, no_columns, dtype, node.inputs[0].type.ndim, keep_factors=True
-    )
+    size = node.inputs[0].type.shape[-1]
+    packed, _, perm = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
     lower = g.Add(_triangle(g, packed, True, -1), _identity_like(g, a, dtype))
     upper = _triangle(g, packed, False)
     rows = _inverse_permutation(g, perm)  # a[i] = (L U)[rows[i]]
