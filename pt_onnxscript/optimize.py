@@ -191,19 +191,30 @@ UNROLL_BUDGET = 2048
 def unroll_loops(graph: ir.Graph) -> bool:
     """Replace each Loop of `graph` (and of its subgraphs, innermost first) that runs a
     constant number of times to the end by copies of its body; True if any was."""
+
+    def visit(loop: ir.Node) -> bool:
+        count = _fixed_trip_count(loop)
+        if count is None:
+            return False
+        _unroll(loop, count)
+        return True
+
+    return _each_loop(graph, visit)
+
+
+def _each_loop(graph: ir.Graph, visit) -> bool:
+    """Call ``visit(loop)`` on each Loop of `graph` and of its subgraphs, innermost first;
+    True if any call returned True."""
     changed = False
     for node in list(graph):
         for attr in node.attributes.values():
             if attr.type == ir.AttributeType.GRAPH:
-                changed |= unroll_loops(attr.as_graph())
+                changed |= _each_loop(attr.as_graph(), visit)
             elif attr.type == ir.AttributeType.GRAPHS:
                 for sub in attr.as_graphs():
-                    changed |= unroll_loops(sub)
+                    changed |= _each_loop(sub, visit)
         if node.op_type == "Loop" and node.domain in ("", "ai.onnx"):
-            count = _fixed_trip_count(node)
-            if count is not None:
-                _unroll(node, count)
-                changed = True
+            changed |= visit(node)
     return changed
 
 
@@ -350,20 +361,15 @@ def unroll_by_factor(graph: ir.Graph) -> bool:
     runs its trip count to the end, however many steps that is, do several steps per
     iteration: a Loop of the first ((M - 1) % k) + 1 steps with the body as it was, then a
     Loop of the others, k at a time, with k copies of the body. True if any was."""
-    changed = False
-    for node in list(graph):
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                changed |= unroll_by_factor(attr.as_graph())
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for sub in attr.as_graphs():
-                    changed |= unroll_by_factor(sub)
-        if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and _UNROLLED not in node.meta:
-            factor = _factor(node)
-            if factor > 1:
-                _unroll_by(node, factor)
-                changed = True
-    return changed
+
+    def visit(loop: ir.Node) -> bool:
+        factor = 1 if _UNROLLED in loop.meta else _factor(loop)
+        if factor == 1:
+            return False
+        _unroll_by(loop, factor)
+        return True
+
+    return _each_loop(graph, visit)
 
 
 def _factor(loop: ir.Node) -> int:
@@ -523,18 +529,10 @@ def hoist_loop_invariants(graph: ir.Graph) -> bool:
     if any node moved."""
     from pt_onnxscript.ops.common import CHECK
 
-    changed = False
-    for node in list(graph):
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                changed |= hoist_loop_invariants(attr.as_graph())
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for sub in attr.as_graphs():
-                    changed |= hoist_loop_invariants(sub)
-        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx"):
-            continue
-        body = node.attributes["body"].as_graph()
+    def visit(loop: ir.Node) -> bool:
+        body = loop.attributes["body"].as_graph()
         outputs = set(body.outputs)
+        moved = False
         for inner in list(body):
             if (
                 CHECK in inner.meta
@@ -544,9 +542,11 @@ def hoist_loop_invariants(graph: ir.Graph) -> bool:
             ):
                 continue
             body.remove(inner)
-            graph.insert_before(node, inner)
-            changed = True
-    return changed
+            loop.graph.insert_before(loop, inner)
+            moved = True
+        return moved
+
+    return _each_loop(graph, visit)
 
 
 _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
