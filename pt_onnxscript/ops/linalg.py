@@ -1,12 +1,13 @@
-"""Linear algebra ONNX lacks, as Loops over columns of vectorised work.
+"""Linear algebra ONNX lacks, by blocks whose bulk runs in MatMul.
 
-Cholesky and triangular solves by blocks of BLOCK columns (rows), their bulk in MatMul, each
-block's diagonal part one column (row) per Loop step; and LU
-with partial pivoting (one elimination step per column) for Solve, MatrixInverse, Det and
-SLogDet: n Loop iterations of O(n^2) batched work each. Every translation works on the last
-two dims, so Blockwise versions run one Loop for the whole batch. Failures follow PyTensor:
-NaN where it gives NaN (Cholesky and solves of non-positive-definite or singular systems),
-LinAlgError where it raises (inverting a singular matrix: a failure guard in the model).
+Cholesky, triangular solves and LU with partial pivoting (for Solve, MatrixInverse, Det,
+SLogDet, LU, LUFactor) work on matrices padded to a multiple of the block size, one Loop
+step per block: triangular solves multiply by the inverses of the diagonal blocks (all
+computed at once by doubling), Cholesky's diagonal blocks and LU's panels take one Loop step
+per column. Every translation works on the last two dims, so Blockwise versions run one Loop
+for the whole batch. Failures follow PyTensor: NaN where it gives NaN (Cholesky and solves of
+non-positive-definite or singular systems, lu_factor with a zero pivot), LinAlgError where it
+raises (inverting a singular matrix: a failure guard in the model).
 """
 
 import numpy as np
