@@ -236,10 +236,7 @@ def _fixed_trip_count(loop: ir.Node) -> int | None:
     size = sum(1 for n in ir.traversal.RecursiveGraphIterator(body) if n.op_type != "Constant")
     if count * (size + stacked) > UNROLL_BUDGET or body.initializers:
         return None
-    condition_out = body.outputs[0]
-    while condition_out.producer() is not None and condition_out.producer().op_type == "Identity":
-        condition_out = condition_out.producer().inputs[0]
-    if condition_out is not body.inputs[1] and not _is_true(condition_out):
+    if not _runs_to_the_end(body):
         return None
     return count
 
