@@ -207,6 +207,13 @@ QUIRKS: dict[str, Quirk] = {
         "Alloc to a constant 0 size uses ConstantOfShape (ops/basic.py)",
         "tests/test_basic.py::test_alloc_with_a_constant_zero_size_survives_onnx_runtimes_optimizer",
     ),
+    "pad_axes_transpose": Quirk(
+        "Pad",
+        "its transpose optimizer, moving a Transpose through a Pad that has the `axes` input, "
+        "permutes the pads as if they covered every axis (the Pad then fails or pads the "
+        "wrong axis)",
+        "ops.common.pad_zeros pads by Concat with zeros; no Pad with `axes`",
+    ),
     "float64_sin_cos": Quirk(
         "Sin",
         "float64 Sin and Cos lose their relative accuracy near their zeros",

@@ -172,6 +172,27 @@ def _where_of_not(c, a, b):
     return session.run(None, feeds)[0]
 
 
+def _pad_between_transposes():
+    """Transpose, Pad along axis -1 (by `axes`), Transpose, with ONNX Runtime's optimizer."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+            helper.make_node("Pad", ["t", "pads", "", "axes"], ["p"]),
+            helper.make_node("Transpose", ["p"], ["y"], perm=[1, 0]),
+        ],
+        "probe",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, [3, 5])],
+        [onnx.ValueInfoProto(name="y")],
+        initializer=[
+            onnx.numpy_helper.from_array(np.array([0, 1]), "pads"),
+            onnx.numpy_helper.from_array(np.array([-1]), "axes"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": np.zeros((3, 5))})[0]
+
+
 def _relative_error_of_sin_near_zeros():
     x = np.pi * np.arange(1.0, 200.0)
     return np.max(np.abs(_run("Sin", {"x": x}) - np.sin(x)) / np.abs(np.sin(x)))
@@ -190,6 +211,9 @@ def _fails(probe):
 
 QUIRK_PROBES["unsigned_matmul_empty"] = _fails(
     lambda: _run("MatMul", {"x": np.ones((2, 0), np.uint32), "y": np.ones((0, 2), np.uint32)})
+)
+QUIRK_PROBES["pad_axes_transpose"] = lambda: (
+    _fails(_pad_between_transposes)() or _pad_between_transposes().shape != (4, 5)
 )
 QUIRK_PROBES["float16_scatter_add"] = _fails(
     lambda: _run(

@@ -88,6 +88,26 @@ def failure_guard(g, failed, exc_type: type[Exception], message: str):
     return guard
 
 
+def pad_zeros(g, x, axis: int, before=None, after=None):
+    """`x` with `before` and `after` (1-element int64 counts; None: none) zeros along negative
+    `axis`, by Concat: ONNX Runtime's transpose optimizer mis-permutes the pads of a Pad that
+    has its `axes` input (QUIRKS["pad_axes_transpose"]), and padding every axis needs x's
+    rank."""
+    if axis >= 0:
+        raise ValueError(f"pad_zeros takes a negative axis, not {axis}")
+
+    def zeros(count):
+        tail = [g.Shape(x, start=axis + 1)] if axis < -1 else []
+        shape = g.Concat(g.Shape(x, end=axis), count, *tail, axis=0)
+        return g.CastLike(g.ConstantOfShape(shape), x)
+
+    parts = [zeros(before)] if before is not None else []
+    parts.append(x)
+    if after is not None:
+        parts.append(zeros(after))
+    return g.Concat(*parts, axis=axis) if len(parts) > 1 else x
+
+
 def raise_if(g, failed, value, exc_type: type[Exception], message: str):
     """`value`, made to raise ``exc_type(message)`` when any of `failed` is true."""
     return g.Expand(value, failure_guard(g, failed, exc_type, message))

@@ -13,7 +13,7 @@ raises (inverting a singular matrix: a failure guard in the model).
 import numpy as np
 import onnx_ir as ir
 
-from pt_onnxscript.ops.common import constant, loop, raise_if
+from pt_onnxscript.ops.common import constant, loop, pad_zeros, raise_if
 from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
 
@@ -58,7 +58,7 @@ def _positions(g, n):
     return g.Range(_int(g, 0), n, _int(g, 1))
 
 
-def _swap_last(g, a, rank: int):
+def swap_last(g, a, rank: int):
     """The matrices of `a` (of rank `rank`) transposed."""
     perm = list(range(rank - 2)) + [rank - 1, rank - 2]
     return g.Transpose(a, perm=perm)
@@ -79,13 +79,13 @@ def symmetric(g, a, lower: bool, rank: int):
     """The symmetric matrices LAPACK's symmetric routines see: the `lower` (or upper) triangle
     of `a`, mirrored."""
     strict = _triangle(g, a, lower, -1 if lower else 1)
-    return g.Add(_triangle(g, a, lower), _swap_last(g, strict, rank))
+    return g.Add(_triangle(g, a, lower), swap_last(g, strict, rank))
 
 
 def _as_lower(g, a, lower: bool, rank: int):
     """The lower-triangular matrices that the `lower` (or upper, transposed) triangle of `a`
     holds."""
-    return _triangle(g, a, True) if lower else _swap_last(g, _triangle(g, a, False), rank)
+    return _triangle(g, a, True) if lower else swap_last(g, _triangle(g, a, False), rank)
 
 
 # The largest block of Cholesky and the triangular solves: matrices are padded (with an
@@ -123,7 +123,7 @@ def _padded(g, a, n, block: int, unit_diagonal: bool = False):
     size = g.Mul(g.Div(g.Add(n, _int(g, block - 1)), _int(g, block)), _int(g, block))
     extra = g.Unsqueeze(g.Sub(size, n), _int(g, [0]))
     a = _triangle(g, a, True, -1 if unit_diagonal else 0)
-    padded = g.Pad(a, g.Concat(_int(g, [0, 0]), extra, extra, axis=0), None, _int(g, [-2, -1]))
+    padded = pad_zeros(g, pad_zeros(g, a, -2, after=extra), -1, after=extra)
     return padded, size
 
 
@@ -141,8 +141,7 @@ def _block_ones(g, n, size, block: int, dtype: str, unit_diagonal: bool = False)
 def _pad_rows(g, b, size):
     """The matrices `b` (..., n, k) with zero rows after them up to `size` rows."""
     extra = g.Sub(size, g.Squeeze(g.Shape(b, start=-2, end=-1), _int(g, [0])))
-    pads = g.Concat(_int(g, [0]), g.Unsqueeze(extra, _int(g, [0])), axis=0)
-    return g.Pad(b, pads, None, _int(g, [-2]))
+    return pad_zeros(g, b, -2, after=g.Unsqueeze(extra, _int(g, [0])))
 
 
 def _diagonal_blocks(g, a, block: int):
@@ -228,12 +227,12 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
         below = _rows(g, done, start, total)
         t = g.Sub(
             _columns(g, _rows(g, padded, start, total), start, end),
-            g.MatMul(below, _swap_last(g, _rows(g, below, _int(g, 0), width), rank)),
+            g.MatMul(below, swap_last(g, _rows(g, below, _int(g, 0), width), rank)),
         )
         diagonal_block = g.Add(_rows(g, t, _int(g, 0), width), g.Gather(ones, k, axis=0))
         top = _unblocked_factor(g, diagonal_block, dtype, rank)
         inverse = triangular_inverse(g, top, block)
-        side = g.MatMul(_rows(g, t, width, g.Sub(total, start)), _swap_last(g, inverse, rank))
+        side = g.MatMul(_rows(g, t, width, g.Sub(total, start)), swap_last(g, inverse, rank))
         zeros_shape = g.Concat(
             g.Shape(a, start=0, end=-2),
             g.Unsqueeze(start, _int(g, [0])),
@@ -264,7 +263,7 @@ def _unblocked_factor(g, a, dtype: str, rank: int):
     sqrt(S[j, j]), that square root on the diagonal; then S -= l l^T. NaN for a matrix that is
     not positive definite."""
     lower = _triangle(g, a, True)
-    remaining = g.Add(lower, _swap_last(g, _triangle(g, a, True, -1), rank))
+    remaining = g.Add(lower, swap_last(g, _triangle(g, a, True, -1), rank))
     n = _size(g, a)
     index = _positions(g, n)
     zero = constant(g, 0, dtype)
@@ -348,6 +347,11 @@ def _diagonal(g, a, index):
     return g.Squeeze(g.GatherElements(a, columns, axis=-1), _int(g, [-1]))
 
 
+def diagonal(g, a):
+    """The diagonals (..., n) of the matrices `a` (..., n, n)."""
+    return _diagonal(g, a, _positions(g, _size(g, a)))
+
+
 def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
     """LU with partial pivoting of the matrices `a` (..., n, n) (of static size `size` if
     known), right-looking by blocks of columns as getrf: each panel of columns is eliminated
@@ -363,7 +367,7 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
     n = _size(g, a)
     total = g.Mul(g.Div(g.Add(n, _int(g, block - 1)), _int(g, block)), _int(g, block))
     extra = g.Unsqueeze(g.Sub(total, n), _int(g, [0]))
-    padded = g.Pad(a, g.Concat(_int(g, [0, 0]), extra, extra, axis=0), None, _int(g, [-2, -1]))
+    padded = pad_zeros(g, pad_zeros(g, a, -2, after=extra), -1, after=extra)
     index = _positions(g, total)
     padding = g.And(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index), g.GreaterOrEqual(index, n))
     padded = g.Add(padded, g.Cast(padding, to=onnx_dtype(dtype)))  # ones: pivots of 1, no swap
@@ -463,9 +467,16 @@ def _lu_solve(g, packed, perm, b, dtype, size):
     return solve_triangular(g, packed, y, dtype, False, False, nan_if_singular=False, size=size)
 
 
+def lu_solve_system(g, a, b, dtype: str, rank: int, size: int | None = None):
+    """x with a x = b by LU with partial pivoting (no check for a singular `a`), and the
+    pivots (the diagonal of U)."""
+    packed, _, perm = lu_factor_blocked(g, a, dtype, rank, size)
+    return _lu_solve(g, packed, perm, b, dtype, size), _pivots(g, packed)
+
+
 def _pivots(g, packed):
     """The diagonal of U: (..., n)."""
-    return _diagonal(g, packed, _positions(g, _size(g, packed)))
+    return diagonal(g, packed)
 
 
 def _swap_count(g, ipiv):
@@ -500,7 +511,7 @@ def cholesky(g, node, a):
     rank, lower = node.inputs[0].type.ndim, _core(node).lower
     size = node.inputs[0].type.shape[-1]
     factor = lower_factor(g, _as(g, node.inputs[0], a, dtype), dtype, lower, rank, size)
-    return factor if lower else _swap_last(g, factor, rank)
+    return factor if lower else swap_last(g, factor, rank)
 
 
 @register(SolveTriangular)
@@ -529,7 +540,7 @@ def cholesky_solve(g, node, c, b):
     size = node.inputs[0].type.shape[-1]
     b = _matrix(g, b, core.b_ndim)
     y = solve_triangular(g, lower, b, dtype, True, False, nan_if_singular=False, size=size)
-    upper = _swap_last(g, lower, rank)
+    upper = swap_last(g, lower, rank)
     x = solve_triangular(g, upper, y, dtype, False, False, nan_if_singular=False, size=size)
     return _unmatrix(g, x, core.b_ndim)
 
@@ -550,17 +561,15 @@ def solve(g, node, a, b):
         size = node.inputs[0].type.shape[-1]
         factor = lower_factor(g, a, dtype, core.lower, rank, size)
         y = solve_triangular(g, factor, b, dtype, True, False, size=size)
-        upper = _swap_last(g, factor, rank)
+        upper = swap_last(g, factor, rank)
         x = solve_triangular(g, upper, y, dtype, False, False, size=size)
         return _unmatrix(g, x, core.b_ndim)
     if core.assume_a in ("sym", "her"):
         a = symmetric(g, a, core.lower, rank)
     elif core.assume_a == "tridiagonal":
         a = _triangle(g, _triangle(g, a, True, 1), False, -1)
-    size = node.inputs[0].type.shape[-1]
-    packed, _, perm = lu_factor_blocked(g, a, dtype, rank, size)
-    x = _lu_solve(g, packed, perm, b, dtype, size)
-    x = _nan_where(g, _singular(g, _pivots(g, packed), dtype), x, dtype)
+    x, pivots = lu_solve_system(g, a, b, dtype, rank, node.inputs[0].type.shape[-1])
+    x = _nan_where(g, _singular(g, pivots, dtype), x, dtype)
     return _unmatrix(g, x, core.b_ndim)
 
 
@@ -571,10 +580,9 @@ def matrix_inverse(g, node, a):
     np.linalg.inv does."""
     dtype = node.outputs[0].type.dtype
     a = _as(g, node.inputs[0], a, dtype)
-    size = node.inputs[0].type.shape[-1]
-    packed, _, perm = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
-    inverse = _lu_solve(g, packed, perm, _identity_like(g, a, dtype), dtype, size)
-    singular = _singular(g, _pivots(g, packed), dtype)
+    rank, size = node.inputs[0].type.ndim, node.inputs[0].type.shape[-1]
+    inverse, pivots = lu_solve_system(g, a, identity_like(g, a, dtype), dtype, rank, size)
+    singular = _singular(g, pivots, dtype)
     return raise_if(g, singular, inverse, np.linalg.LinAlgError, "Singular matrix")
 
 
@@ -617,7 +625,7 @@ def _inverse_permutation(g, perm):
     return g.ScatterElements(perm, perm, index, axis=-1)
 
 
-def _identity_like(g, a, dtype):
+def identity_like(g, a, dtype):
     index = _positions(g, _size(g, a))
     return g.Cast(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index), to=onnx_dtype(dtype))
 
@@ -645,7 +653,7 @@ def lu(g, node, a):
     a = _as(g, node.inputs[0], a, dtype)
     size = node.inputs[0].type.shape[-1]
     packed, _, perm = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
-    lower = g.Add(_triangle(g, packed, True, -1), _identity_like(g, a, dtype))
+    lower = g.Add(_triangle(g, packed, True, -1), identity_like(g, a, dtype))
     upper = _triangle(g, packed, False)
     rows = _inverse_permutation(g, perm)  # a[i] = (L U)[rows[i]]
     if core.permute_l:
@@ -702,7 +710,7 @@ def block_diagonal(g, node, *matrices):
     blocks, left = [], _int(g, [0])
     for m, width in zip(matrices, widths, strict=True):
         right = g.Sub(g.Sub(total, left), width)
-        blocks.append(g.Pad(m, g.Concat(left, right, axis=0), None, _int(g, [-1])))
+        blocks.append(pad_zeros(g, m, -1, before=left, after=right))
         left = g.Add(left, width)
     return g.Concat(*blocks, axis=-2)
 

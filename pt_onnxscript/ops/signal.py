@@ -11,7 +11,7 @@ import numpy as np
 from pytensor.graph.basic import Constant
 from pytensor.tensor.signal.conv import Convolve1d, Convolve2d
 
-from pt_onnxscript.ops.common import constant, raise_if
+from pt_onnxscript.ops.common import constant, pad_zeros, raise_if
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.rewrites import ChannelConv2d, Pool2d
 from pt_onnxscript.runtime_gaps import has_kernel
@@ -34,8 +34,9 @@ def _windows(g, x, kernel, full: bool):
     ndim = len(kernel)
     axes = constant(g, list(range(-ndim, 0)), "int64")
     if full:
-        pads = [k - 1 for k in kernel] * 2
-        x = g.Pad(x, constant(g, pads, "int64"), None, axes)
+        for axis, k in zip(range(-ndim, 0), kernel, strict=True):
+            width = constant(g, [k - 1], "int64")
+            x = pad_zeros(g, x, axis, before=width, after=width)
     for offset in np.ndindex(*kernel):
         # out[i] = sum_a k[a] x[i + K - 1 - a]: the window starts at K - 1 - a and ends at n - a.
         starts = [k - 1 - a for k, a in zip(kernel, offset, strict=True)]
@@ -90,7 +91,10 @@ def channel_conv2d(g, node, x, w):
         )
         if full:
             grow = g.Sub(g.Shape(w, start=2), constant(g, [1, 1], "int64"))
-            x = g.Pad(x, g.Concat(grow, grow, axis=0), None, constant(g, [2, 3], "int64"))
+            pads = g.Concat(
+                constant(g, [0, 0], "int64"), grow, constant(g, [0, 0], "int64"), grow, axis=0
+            )
+            x = g.Pad(x, pads)
         return g.Conv(x, flipped)
     kernel = _static_kernel(node, node.inputs[1], 2)
     total = None
