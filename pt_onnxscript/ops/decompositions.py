@@ -1,0 +1,529 @@
+"""Orthogonal decompositions: QR by Householder reflections, symmetric eigenproblems by
+Jacobi rotations."""
+
+import numpy as np
+
+from pt_onnxscript.ops.common import branch, constant, loop, pad_zeros, raise_if
+from pt_onnxscript.ops.linalg import (
+    diagonal,
+    lower_factor,
+    solve_triangular,
+    swap_last,
+    symmetric,
+)
+from pt_onnxscript.registry import register, register_blockwise, register_check
+from pt_onnxscript.types import onnx_dtype
+
+try:  # PyTensor 3
+    from pytensor.tensor.linalg.decomposition.eigen import Eigh, Eigvalsh
+    from pytensor.tensor.linalg.decomposition.qr import QR
+    from pytensor.tensor.linalg.decomposition.svd import SVD
+    from pytensor.tensor.linalg.inverse import MatrixPinv
+except ImportError:  # PyTensor 2.38
+    from pytensor.tensor.nlinalg import SVD, Eigh, MatrixPinv
+    from pytensor.tensor.slinalg import QR, Eigvalsh
+
+
+def _int(g, value):
+    return constant(g, value, "int64")
+
+
+def _dim(g, a, axis: int):
+    """Length `axis` of `a`, 0-d int64."""
+    return g.Squeeze(g.Shape(a, start=axis, end=axis + 1 if axis != -1 else None), _int(g, [0]))
+
+
+def _positions(g, n):
+    return g.Range(_int(g, 0), n, _int(g, 1))
+
+
+def _outer(g, u, v):
+    """u v^T for (..., m) `u` and (..., n) `v`: (..., m, n)."""
+    return g.Mul(g.Unsqueeze(u, _int(g, [-1])), g.Unsqueeze(v, _int(g, [-2])))
+
+
+def _square_identity(g, a, size, dtype: str):
+    """Identity matrices (size x size) for each matrix of the batch of `a`."""
+    index = _positions(g, size)
+    eye = g.Cast(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index), to=onnx_dtype(dtype))
+    length = g.Unsqueeze(size, _int(g, [0]))
+    return g.Expand(eye, g.Concat(g.Shape(a, start=0, end=-2), length, length, axis=0))
+
+
+def householder_qr(g, a, dtype: str, rank: int, with_q: bool = True):
+    """geqrf's factorization of the matrices `a` (..., m, n) of rank `rank`: the packed result
+    (R on and above the diagonal, the reflectors' vectors below it), the reflectors'
+    coefficients tau (..., k) for k = min(m, n), and Q = H_0 ... H_{k-1} (..., m, m) if
+    `with_q` (else None).
+
+    LAPACK's conventions (dlarfg), so the factors are SciPy's: the reflector of column j makes
+    R[j, j] = -sign(a_jj) ||a[j:, j]|| with v[0] = 1, and is the identity (tau = 0) when the
+    column is already zero below the diagonal."""
+    m, n = _dim(g, a, -2), _dim(g, a, -1)
+    rows, columns = _positions(g, m), _positions(g, n)
+    zero, one = constant(g, 0, dtype), constant(g, 1, dtype)
+
+    def step(g, j, packed, *q):
+        column = g.Gather(packed, j, axis=-1)  # (..., m)
+        alpha = g.Gather(column, j, axis=-1)
+        below, at = g.Greater(rows, j), g.Equal(rows, j)
+        rest = g.Where(below, column, zero)
+        trivial = g.Equal(g.ReduceSumSquare(rest, _int(g, [-1]), keepdims=0), zero)
+        lower = g.Where(g.Less(rows, j), zero, column)
+        norm = g.Sqrt(g.ReduceSumSquare(lower, _int(g, [-1]), keepdims=0))
+        beta = g.Where(g.Less(alpha, zero), norm, g.Neg(norm))
+        tau = g.Where(trivial, zero, g.Div(g.Sub(beta, alpha), beta))
+        scale = g.Where(trivial, zero, g.Reciprocal(g.Sub(alpha, beta)))
+        v = g.Where(at, one, g.Mul(rest, g.Unsqueeze(scale, _int(g, [-1]))))
+        tau_v = g.Mul(g.Unsqueeze(tau, _int(g, [-1])), v)
+        w = g.Squeeze(g.MatMul(g.Unsqueeze(tau_v, _int(g, [-2])), packed), _int(g, [-2]))
+        diagonal = g.Unsqueeze(g.Where(trivial, alpha, beta), _int(g, [-1]))
+        stored = g.Unsqueeze(g.Where(at, diagonal, g.Where(below, v, column)), _int(g, [-1]))
+        packed = g.Where(
+            g.Greater(columns, j),
+            g.Sub(packed, _outer(g, v, w)),
+            g.Where(g.Equal(columns, j), stored, packed),
+        )
+        if not q:
+            return [packed, tau]
+        q_v = g.Squeeze(g.MatMul(q[0], g.Unsqueeze(v, _int(g, [-1]))), _int(g, [-1]))
+        return [packed, g.Sub(q[0], _outer(g, q_v, tau_v)), tau]
+
+    state = [a, _square_identity(g, a, m, dtype)] if with_q else [a]
+    *state, taus = loop(g, g.Min(m, n), state, step, "qr", stacked=[onnx_dtype(dtype)])
+    taus = g.Transpose(taus, perm=[*range(1, rank - 1), 0])
+    return state[0], taus, state[1] if with_q else None
+
+
+def _leading(g, x, count, axis: int):
+    """x's first `count` entries along `axis`."""
+    return g.Slice(x, _int(g, [0]), g.Unsqueeze(count, _int(g, [0])), _int(g, [axis]))
+
+
+@register_check(QR)
+def _check_qr(node):
+    op = getattr(node.op, "core_op", node.op)
+    if op.pivoting:
+        return "qr with pivoting=True (column-pivoted QR, geqp3)"
+    if node.outputs[0].type.dtype not in ("float32", "float64"):
+        return f"qr with {node.outputs[0].type.dtype} output (cast the input to a float dtype)"
+    return None
+
+
+@register(QR)
+@register_blockwise(QR)
+def qr(g, node, a):
+    """QR -> Householder reflections, one Loop step per column, with geqrf's and orgqr's
+    conventions (SciPy's signs); the modes as PyTensor's perform returns them."""
+    op = getattr(node.op, "core_op", node.op)
+    dtype = node.outputs[0].type.dtype
+    var = node.inputs[0]
+    rank = var.type.ndim
+    a = a if var.type.dtype == dtype else g.Cast(a, to=onnx_dtype(dtype))
+    packed, taus, q = householder_qr(g, a, dtype, rank, with_q=op.mode in ("full", "economic"))
+    m, n = _dim(g, a, -2), _dim(g, a, -1)
+    k = g.Min(m, n)
+    upper = g.Trilu(packed, _int(g, 0), upper=1)
+    if op.mode == "r":
+        return upper
+    if op.mode == "full":
+        return [q, upper]
+    tall = g.Trilu(_leading(g, packed, k, -2), _int(g, 0), upper=1)
+    if op.mode == "economic":
+        return [_leading(g, q, k, -1), tall]
+    return [packed, taus, tall]  # raw: triu(qr[:k]) is triu(qr) when m <= n
+
+
+# Jacobi sweeps before a symmetric eigenproblem counts as not converged (NaN): each sweep
+# squares the off-diagonal norm once the rotations are small, so ~6-10 sweeps reach rounding.
+MOST_SWEEPS = 60
+
+
+def _round_robin(g, r, m):
+    """Round `r` of the round-robin pairing of players 0..m (m odd): pairs (p_i, q_i),
+    i < (m + 1) / 2, that together touch every player once; m rounds pair every two."""
+    i = _positions(g, g.Div(g.Add(m, _int(g, 1)), _int(g, 2)))
+    p = g.Mod(g.Add(r, i), m)
+    q = g.Where(g.Equal(i, _int(g, 0)), m, g.Mod(g.Sub(r, i), m))
+    return p, q
+
+
+def _rotate(g, x, p, q, c, s, axis: int):
+    """x with its entries p_i and q_i along `axis` (-2: rows, -1: columns) replaced by
+    c_i x_p - s_i x_q and s_i x_p + c_i x_q: Jacobi rotations (c, s: (..., h)) on disjoint
+    pairs that cover every index once."""
+    c, s = (g.Unsqueeze(t, _int(g, [-1 if axis == -2 else -2])) for t in (c, s))
+    x_p, x_q = g.Gather(x, p, axis=axis), g.Gather(x, q, axis=axis)
+    new_p = g.Sub(g.Mul(c, x_p), g.Mul(s, x_q))
+    new_q = g.Add(g.Mul(s, x_p), g.Mul(c, x_q))
+    order = g.Concat(p, q, axis=0)
+    back = g.ScatterElements(order, order, _positions(g, _dim(g, order, 0)), axis=0)
+    return g.Gather(g.Concat(new_p, new_q, axis=axis), back, axis=axis)
+
+
+def _off_diagonal(g, a, off):
+    """The squared Frobenius norms of the matrices `a` off their diagonal (bool `off` masks
+    it: a difference of the whole and the diagonal would lose it to rounding), and on all."""
+    axes = _int(g, [-2, -1])
+    zero = g.CastLike(_int(g, 0), a)
+    return g.ReduceSumSquare(g.Where(off, a, zero), axes, keepdims=0), g.ReduceSumSquare(
+        a, axes, keepdims=0
+    )
+
+
+def _rotation(g, a_pp, a_qq, a_pq, dtype):
+    """c, s of the Jacobi rotation that diagonalizes [[a_pp, a_pq], [a_pq, a_qq]] (Golub and
+    Van Loan's symmetric Schur decomposition, |angle| <= pi/4); none where a_pq = 0."""
+    zero, one, two = (constant(g, v, dtype) for v in (0, 1, 2))
+    rotated = g.Not(g.Equal(a_pq, zero))
+    tau = g.Div(g.Sub(a_qq, a_pp), g.Mul(two, g.Where(rotated, a_pq, one)))
+    sign = g.Where(g.Less(tau, zero), g.Neg(one), one)
+    t = g.Div(sign, g.Add(g.Abs(tau), g.Sqrt(g.Add(one, g.Mul(tau, tau)))))
+    t = g.Where(rotated, t, zero)
+    c = g.Reciprocal(g.Sqrt(g.Add(one, g.Mul(t, t))))
+    return c, g.Mul(t, c)
+
+
+def _even(g, x, n, axes):
+    """x with a zero row/column appended along `axes` when `n` is odd, and the even size: the
+    extra index is the round robin's idle player, whose rotations are the identity."""
+    odd = g.Mod(n, _int(g, 2))
+    for axis in axes:
+        x = pad_zeros(g, x, axis, after=g.Unsqueeze(odd, _int(g, [0])))
+    return x, g.Add(n, odd)
+
+
+def _tolerance(g, size, dtype):
+    """(size eps)^2: the rounding that `size` rotations (or a dot product of length `size`)
+    leave in an entry, squared, relative to the squared norms it is compared with."""
+    scaled = g.Mul(
+        g.Cast(g.Max(size, _int(g, 1)), to=onnx_dtype(dtype)),
+        constant(g, np.finfo(dtype).eps, dtype),
+    )
+    return g.Mul(scaled, scaled)
+
+
+def _sweeps(g, state, players, one_round, unconverged):
+    """`state` after cyclic Jacobi sweeps (each the `players` - 1 rounds of the round robin,
+    ``state = one_round(g, p, q, *state)``) while `unconverged(state[0])` holds for a matrix
+    of the batch, at most MOST_SWEEPS; and the flags of the matrices still unconverged."""
+    last = g.Sub(players, _int(g, 1))  # players 0..last, last odd (or -1: no player)
+
+    def round_(g, r, *state):
+        return one_round(g, *_round_robin(g, r, last), *state)
+
+    def sweep(g, k, *state):
+        state = loop(g, g.Max(last, _int(g, 0)), list(state), round_, "jacobi_round")
+        return [_any_matrix(g, unconverged(g, state[0])), *state]
+
+    start = _any_matrix(g, unconverged(g, state[0]))
+    state = loop(g, _int(g, MOST_SWEEPS), state, sweep, "jacobi", condition=start)
+    return state, unconverged(g, state[0])
+
+
+def _sorted(g, values, n, largest: int):
+    """The first `n` of `values` (..., N) sorted (descending if `largest`), and their order."""
+    count = g.Unsqueeze(n, _int(g, [0]))
+    order = g.TopK(
+        _leading(g, values, n, -1), count, axis=-1, largest=largest, sorted=1, _outputs=2
+    )
+    return order
+
+
+def _columns_in_order(g, x, order):
+    """The columns `order` (..., k) of the matrices `x` (..., m, N): (..., m, k)."""
+    shape = g.Concat(g.Shape(x, end=-1), g.Shape(order, start=-1), axis=0)
+    return g.GatherElements(x, g.Expand(g.Unsqueeze(order, _int(g, [-2])), shape), axis=-1)
+
+
+def jacobi_eigen(g, a, dtype: str, with_vectors: bool = True):
+    """The eigenvalues (..., n), ascending, and, if `with_vectors`, the eigenvectors (..., n,
+    n) of the symmetric matrices `a`, by cyclic Jacobi rotations in round-robin order (each
+    round rotates n/2 disjoint pairs at once, on both sides) until the off-diagonal norm is
+    at most n eps times the norm; and flags (..) of the matrices that did not converge in
+    MOST_SWEEPS."""
+    n = _dim(g, a, -1)
+    a, size = _even(g, a, n, [-2, -1])
+    tolerance = _tolerance(g, n, dtype)
+    index = _positions(g, size)
+    off = g.Not(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index))
+
+    def unconverged(g, a):
+        off_norm, norm = _off_diagonal(g, a, off)
+        return g.Greater(off_norm, g.Mul(tolerance, norm))
+
+    def one_round(g, p, q, a, *v):
+        d = diagonal(g, a)
+        rows = g.Gather(a, p, axis=-2)
+        shape = g.Concat(g.Shape(rows, end=-1), _int(g, [1]), axis=0)
+        index = g.Expand(g.Unsqueeze(q, _int(g, [-1])), shape)
+        a_pq = g.Squeeze(g.GatherElements(rows, index, axis=-1), _int(g, [-1]))
+        c, s = _rotation(g, g.Gather(d, p, axis=-1), g.Gather(d, q, axis=-1), a_pq, dtype)
+        a = _rotate(g, _rotate(g, a, p, q, c, s, -2), p, q, c, s, -1)
+        return [a, *(_rotate(g, x, p, q, c, s, -1) for x in v)]
+
+    vectors = [_square_identity(g, a, size, dtype)] if with_vectors else []
+    (a, *vectors), failed = _sweeps(g, [a, *vectors], size, one_round, unconverged)
+    # Ascending, as LAPACK's, the eigenvectors in the same order.
+    values, order = _sorted(g, diagonal(g, a), n, largest=0)
+    if not with_vectors:
+        return values, None, failed
+    return values, _columns_in_order(g, _leading(g, vectors[0], n, -2), order), failed
+
+
+def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: bool = True):
+    """The singular values (..., k), descending, of the matrices `a` (..., m, n), k = min(m, n),
+    and, if `with_vectors`, U (..., m, m) (full) or (..., m, k), and V^T (..., n, n) or
+    (..., k, n): one-sided Jacobi (Hestenes), rotating pairs of columns of a (and of V, from
+    the identity) until every pair is orthogonal to n eps relative to their norms, so a V =
+    U diag(s) with the singular values to high relative accuracy. U's columns for zero
+    singular values (and past k, if `full`) complete an orthonormal basis: the Householder QR
+    of U's known columns gives it, with the signs of those columns kept. Last, the flags (..)
+    of the matrices that did not converge in MOST_SWEEPS."""
+    m, n = _dim(g, a, -2), _dim(g, a, -1)
+    k = g.Min(m, n)
+    x, size = _even(g, a, n, [-1])
+    tolerance = _tolerance(g, g.Max(m, n), dtype)
+    zero = constant(g, 0, dtype)
+    index = _positions(g, size)
+    off = g.Not(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index))
+
+    def unconverged(g, x):
+        gram = g.MatMul(swap_last(g, x, rank), x)
+        norms = diagonal(g, gram)
+        bound = g.Mul(tolerance, _outer(g, norms, norms))
+        worse = g.And(off, g.Greater(g.Mul(gram, gram), bound))
+        flags = g.Cast(worse, to=onnx_dtype("uint8"))
+        return g.Cast(g.ReduceMax(flags, _int(g, [-2, -1]), keepdims=0), to=onnx_dtype("bool"))
+
+    def one_round(g, p, q, x, *v):
+        x_p, x_q = g.Gather(x, p, axis=-1), g.Gather(x, q, axis=-1)
+        rows = _int(g, [-2])
+        a_pp = g.ReduceSumSquare(x_p, rows, keepdims=0)
+        a_qq = g.ReduceSumSquare(x_q, rows, keepdims=0)
+        a_pq = g.ReduceSum(g.Mul(x_p, x_q), rows, keepdims=0)
+        c, s = _rotation(g, a_pp, a_qq, a_pq, dtype)
+        return [_rotate(g, y, p, q, c, s, -1) for y in (x, *v)]
+
+    vectors = [_square_identity(g, x, size, dtype)] if with_vectors else []
+    (x, *vectors), failed = _sweeps(g, [x, *vectors], size, one_round, unconverged)
+    norms = g.Sqrt(g.ReduceSumSquare(x, _int(g, [-2]), keepdims=0))
+    values, order = _sorted(g, norms, n, largest=1)
+    singular = _leading(g, values, k, -1)
+    if not with_vectors:
+        return singular, None, None, failed
+    v = _columns_in_order(g, _leading(g, vectors[0], n, -2), order)
+    scale = g.Where(g.Equal(values, zero), zero, g.Reciprocal(values))
+    u = g.Mul(
+        _leading(g, _columns_in_order(g, x, order), k, -1),
+        g.Unsqueeze(_leading(g, scale, k, -1), _int(g, [-2])),
+    )
+    packed, _, q = householder_qr(g, u, dtype, rank)
+    signs = g.Where(
+        g.Less(diagonal(g, _leading(g, packed, k, -2)), zero),
+        constant(g, -1, dtype),
+        constant(g, 1, dtype),
+    )
+    u = g.Mul(_leading(g, q, k, -1), g.Unsqueeze(signs, _int(g, [-2])))
+    if full:
+        u = g.Concat(
+            u,
+            g.Slice(q, g.Unsqueeze(k, _int(g, [0])), g.Unsqueeze(m, _int(g, [0])), _int(g, [-1])),
+            axis=-1,
+        )
+    else:
+        v = _leading(g, v, k, -1)
+    return singular, u, swap_last(g, v, rank), failed
+
+
+def _any_matrix(g, flags):
+    """Whether any of the 0-d or batched bool `flags` holds (false for an empty batch)."""
+    flat = g.Cast(g.Reshape(flags, _int(g, [-1])), to=onnx_dtype("uint8"))
+    found = g.ReduceMax(g.Concat(flat, constant(g, [0], "uint8"), axis=0), keepdims=0)
+    return g.Cast(found, to=onnx_dtype("bool"))
+
+
+def _non_finite(g, x):
+    """Whether any entry of `x` is NaN or infinite."""
+    return _any_matrix(g, g.Or(g.IsNaN(x), g.IsInf(x)))
+
+
+def _guarded(g, outputs, failed, exc_type, message):
+    """`outputs` (None: not computed), each made to raise when any of `failed` holds."""
+    return [x if x is None else raise_if(g, failed, x, exc_type, message) for x in outputs]
+
+
+NOT_FINITE = "array must not contain infs or NaNs"
+
+
+def _lower(op) -> bool:
+    """Which triangle an Eigh or Eigvalsh reads (PyTensor 2.38's Eigh says it by UPLO)."""
+    return op.lower if hasattr(op, "lower") else op.UPLO == "L"
+
+
+def _symmetric_eigen(g, node, inputs, with_vectors: bool):
+    """Eigenvalues (and eigenvectors) of the symmetric matrices whose triangle the node reads,
+    or of the generalized problem a v = w b v for positive definite b: with b = L L^T, the
+    standard problem of L^-1 a L^-T, its vectors mapped back by L^-T (so v^T b v = I)."""
+    op = getattr(node.op, "core_op", node.op)
+    dtype = node.outputs[0].type.dtype
+    rank, size = node.inputs[0].type.ndim, node.inputs[0].type.shape[-1]
+    a, *b = (
+        x if var.type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
+        for var, x in zip(node.inputs, inputs, strict=True)
+    )
+    # SciPy's check_finite (of the whole matrices, both triangles), then LAPACK's failures.
+    non_finite = _non_finite(g, a) if not b else g.Or(_non_finite(g, a), _non_finite(g, b[0]))
+    a = symmetric(g, a, _lower(op), rank)
+    if not b:
+        values, vectors, failed = jacobi_eigen(g, a, dtype, with_vectors)
+        outputs = _guarded(
+            g, [values, vectors], failed, np.linalg.LinAlgError, "eigh did not converge"
+        )
+        return _guarded(g, outputs, non_finite, ValueError, NOT_FINITE)
+    factor = lower_factor(g, b[0], dtype, _lower(op), rank, size)
+    half = solve_triangular(g, factor, a, dtype, True, False, size=size)
+    reduced = solve_triangular(g, factor, swap_last(g, half, rank), dtype, True, False, size=size)
+    values, vectors, failed = jacobi_eigen(
+        g, symmetric(g, reduced, True, rank), dtype, with_vectors
+    )
+    if with_vectors:
+        upper = swap_last(g, factor, rank)
+        vectors = solve_triangular(g, upper, vectors, dtype, False, False, size=size)
+    corner = g.Gather(g.Gather(factor, _int(g, 0), axis=-1), _int(g, 0), axis=-1)
+    not_definite = g.IsNaN(corner)  # potrf's NaN factor
+    outputs = _guarded(g, [values, vectors], failed, np.linalg.LinAlgError, "eigh did not converge")
+    message = "eigh: the matrix b is not positive definite"
+    outputs = _guarded(g, outputs, not_definite, np.linalg.LinAlgError, message)
+    return _guarded(g, outputs, non_finite, ValueError, NOT_FINITE)
+
+
+@register_check(Eigh, Eigvalsh, SVD, MatrixPinv)
+def _check_float(node):
+    if node.outputs[0].type.dtype not in ("float32", "float64"):
+        name = type(getattr(node.op, "core_op", node.op)).__name__
+        return f"{name} with {node.outputs[0].type.dtype} output (cast the input to a float dtype)"
+    return None
+
+
+@register(Eigh)
+@register_blockwise(Eigh)
+def eigh(g, node, *inputs):
+    """Eigh -> cyclic Jacobi rotations: eigenvalues ascending as LAPACK's; the eigenvectors
+    are unique only up to sign (and, for repeated eigenvalues, to a rotation of their
+    eigenspace), so they may differ from LAPACK's by those."""
+    values, vectors = _symmetric_eigen(g, node, inputs, with_vectors=True)
+    return [values, vectors]
+
+
+@register(Eigvalsh)
+@register_blockwise(Eigvalsh)
+def eigvalsh(g, node, *inputs):
+    """Eigvalsh -> the eigenvalues of Eigh's Jacobi rotations, ascending."""
+    values, _ = _symmetric_eigen(g, node, inputs, with_vectors=False)
+    return values
+
+
+def _as_output_dtype(g, node, x):
+    dtype = node.outputs[0].type.dtype
+    return x if node.inputs[0].type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
+
+
+def svd_any_shape(g, a, dtype: str, rank: int, shape, with_vectors=True, full=True):
+    """jacobi_svd of the matrices `a` of static `shape` (None where unknown), or of their
+    transposes, the factors swapped back, when they are wide: the rotations act on the
+    shorter side (a wide matrix's surplus columns, rounding noise once the rest is
+    orthogonal, would never converge). A symbolic shape decides at run time, by an If.
+    Raises NumPy's LinAlgError for a matrix with NaN or infinite entries, or that does not
+    converge."""
+    m, n = shape
+
+    def factored(g, wide: bool):
+        x = swap_last(g, a, rank) if wide else a
+        values, u, vt, failed = jacobi_svd(g, x, dtype, rank, with_vectors, full)
+        if not with_vectors:
+            return [values, failed]
+        if wide:
+            u, vt = swap_last(g, vt, rank), swap_last(g, u, rank)
+        return [values, u, vt, failed]
+
+    if m is not None and n is not None:
+        results = factored(g, n > m)
+    else:
+        wide = g.Greater(_dim(g, a, -1), _dim(g, a, -2))
+        dtypes = [onnx_dtype(dtype)] * (3 if with_vectors else 1) + [onnx_dtype("bool")]
+        results = g.If(
+            wide,
+            then_branch=branch(g, "wide", lambda g: factored(g, True), dtypes),
+            else_branch=branch(g, "tall", lambda g: factored(g, False), dtypes),
+            _outputs=len(dtypes),
+        )
+    *results, failed = results
+    if not with_vectors:
+        results += [None, None]
+    failed = g.Or(_any_matrix(g, failed), _non_finite(g, a))
+    return _guarded(g, results, failed, np.linalg.LinAlgError, "SVD did not converge")
+
+
+@register(SVD)
+@register_blockwise(SVD)
+def svd(g, node, a):
+    """SVD -> one-sided Jacobi: singular values descending, to high relative accuracy; the
+    singular vectors are unique only up to sign (and, for repeated singular values, to a
+    rotation), so they may differ from LAPACK's by those."""
+    op = getattr(node.op, "core_op", node.op)
+    var = node.inputs[0]
+    a = _as_output_dtype(g, node, a)
+    dtype = node.outputs[0].type.dtype
+    shape = var.type.shape[-2:]
+    values, u, vt = svd_any_shape(
+        g, a, dtype, var.type.ndim, shape, op.compute_uv, op.full_matrices
+    )
+    return [u, values, vt] if op.compute_uv else values
+
+
+# NumPy's default cut-off of pinv: singular values up to rcond times the largest count as zero.
+PINV_RCOND = 1e-15
+
+
+@register(MatrixPinv)
+@register_blockwise(MatrixPinv)
+def pinv(g, node, a):
+    """MatrixPinv -> V diag(1/s) U^T over the singular values above PINV_RCOND times the
+    largest (NumPy's pinv); with hermitian=True, from the eigenvalues of the lower triangle
+    (as NumPy's eigh-based path)."""
+    op = getattr(node.op, "core_op", node.op)
+    dtype = node.outputs[0].type.dtype
+    rank = node.inputs[0].type.ndim
+    a = _as_output_dtype(g, node, a)
+    if op.hermitian:
+        a = symmetric(g, a, True, rank)
+        values, u, failed = jacobi_eigen(g, a, dtype)
+        (values,) = _guarded(g, [values], failed, np.linalg.LinAlgError, "eigh did not converge")
+        # LAPACK's eigenvalues of a matrix with NaN or infinite entries are NaN: so is pinv.
+        bad = g.Or(g.IsNaN(a), g.IsInf(a))
+        bad = g.ReduceMax(g.Cast(bad, to=onnx_dtype("uint8")), _int(g, [-2, -1]), keepdims=0)
+        bad = g.Cast(g.Unsqueeze(bad, _int(g, [-1])), to=onnx_dtype("bool"))
+        values = g.Where(bad, constant(g, np.nan, dtype), values)
+        v = u
+        magnitude = g.Abs(values)
+    else:
+        shape = node.inputs[0].type.shape[-2:]
+        values, u, vt = svd_any_shape(g, a, dtype, rank, shape, full=False)
+        v, magnitude = swap_last(g, vt, rank), values
+    largest = g.ReduceMax(
+        g.Concat(
+            magnitude,
+            g.Expand(
+                constant(g, [0], dtype), g.Concat(g.Shape(magnitude, end=-1), _int(g, [1]), axis=0)
+            ),
+            axis=-1,
+        ),
+        _int(g, [-1]),
+        keepdims=1,
+    )
+    zero = constant(g, 0, dtype)
+    # Not (|s| <= cutoff): a NaN stays, and makes the result NaN.
+    kept = g.Not(g.LessOrEqual(magnitude, g.Mul(constant(g, PINV_RCOND, dtype), largest)))
+    inverse = g.Where(kept, g.Reciprocal(g.Where(kept, values, constant(g, 1, dtype))), zero)
+    return g.MatMul(g.Mul(v, g.Unsqueeze(inverse, _int(g, [-2]))), swap_last(g, u, rank))
