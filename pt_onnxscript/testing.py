@@ -53,6 +53,7 @@ def compare_onnx_and_py(
     graph_outputs,
     test_inputs: Sequence,
     *,
+    more_inputs: Sequence[Sequence] = (),
     opset: int = DEFAULT_OPSET,
     rtol: float | None = None,
     atol: float | None = None,
@@ -64,20 +65,16 @@ def compare_onnx_and_py(
     Both must give PyTensor's dtypes and shapes exactly and its values (floats within
     per-dtype tolerances). The exported model must pass the full ONNX check.
     `expected_ops` lists op types that must all appear in the model, `forbidden_ops` op
-    types that must not. Returns the ONNX-mode function and its results.
+    types that must not. `more_inputs` are further sets of test inputs, checked with the
+    same compiled functions and exported file (with symbolic shapes, one compilation covers
+    many sizes). Returns the ONNX-mode function and its results for `test_inputs`.
     """
     single = not isinstance(graph_outputs, list | tuple)
     outputs = [graph_outputs] if single else list(graph_outputs)
     py_fn = pytensor.function(graph_inputs, outputs, mode=PY_MODE, on_unused_input="ignore")
-    expected = py_fn(*[np.copy(x) for x in test_inputs])
-
     onnx_fn = pytensor.function(
         graph_inputs, outputs, mode=onnx_mode(opset), on_unused_input="ignore"
     )
-    results = onnx_fn(*[np.copy(x) for x in test_inputs])
-    for i, (res, exp) in enumerate(zip(results, expected, strict=True)):
-        assert_same(res, exp, rtol=rtol, atol=atol, what=f"mode ONNX output {i}")
-
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
         export_onnx((graph_inputs, outputs), path, opset=opset)
@@ -85,16 +82,26 @@ def compare_onnx_and_py(
         model = onnx.load(str(path))
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [i.name for i in model.graph.input]
-    file_results = session.run(None, dict(zip(names, test_inputs, strict=True)))
-    for i, (res, exp) in enumerate(zip(file_results, expected, strict=True)):
-        assert_same(res, exp, rtol=rtol, atol=atol, what=f"exported file output {i}")
+
+    first = None
+    for case, inputs in enumerate([test_inputs, *more_inputs]):
+        where = f" (input set {case})" if more_inputs else ""
+        expected = py_fn(*[np.copy(x) for x in inputs])
+        results = onnx_fn(*[np.copy(x) for x in inputs])
+        for i, (res, exp) in enumerate(zip(results, expected, strict=True)):
+            assert_same(res, exp, rtol=rtol, atol=atol, what=f"mode ONNX output {i}{where}")
+        file_results = session.run(None, dict(zip(names, inputs, strict=True)))
+        for i, (res, exp) in enumerate(zip(file_results, expected, strict=True)):
+            what = f"exported file output {i}{where}"
+            assert_same(res, exp, rtol=rtol, atol=atol, what=what)
+        first = results if first is None else first
 
     op_types = {node.op_type for node in _all_nodes(model.graph)}
     for name in expected_ops or ():
         assert name in op_types, f"{name} not in the exported model's ops {sorted(op_types)}"
     for name in forbidden_ops:
         assert name not in op_types, f"{name} in the exported model's ops {sorted(op_types)}"
-    return onnx_fn, results[0] if single else results
+    return onnx_fn, first[0] if single else first
 
 
 def _all_nodes(graph):

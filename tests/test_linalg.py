@@ -17,8 +17,7 @@ def spd(rng, n, batch=()):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("n", [0, 1, 2, 5, 17])
-def test_decompositions_and_solves(dtype, n, rng):
+def test_decompositions_and_solves(dtype, rng):
     a = pt.matrix("a", dtype=dtype)
     b = pt.vector("b", dtype=dtype)
     B = pt.matrix("B", dtype=dtype)
@@ -32,14 +31,19 @@ def test_decompositions_and_solves(dtype, n, rng):
         pt.linalg.solve(a, B, assume_a="pos"),
         cho_solve((pt.linalg.cholesky(a), True), B),
     ]
-    if n:
-        outs += [pt.linalg.inv(a), pt.linalg.det(a), *pt.linalg.slogdet(a)]
-    values = [
-        spd(rng, n).astype(dtype),
-        rng.normal(size=n).astype(dtype),
-        rng.normal(size=(n, 3)).astype(dtype),
+    cases = [
+        [
+            spd(rng, n).astype(dtype),
+            rng.normal(size=n).astype(dtype),
+            rng.normal(size=(n, 3)).astype(dtype),
+        ]
+        for n in (0, 1, 2, 5, 17)
     ]
-    compare_onnx_and_py([a, b, B], outs, values, rtol=RTOL[dtype], atol=RTOL[dtype])
+    tol = RTOL[dtype]
+    compare_onnx_and_py([a, b, B], outs, cases[0], more_inputs=cases[1:], rtol=tol, atol=tol)
+    inverses = [pt.linalg.inv(a), pt.linalg.det(a), *pt.linalg.slogdet(a)]
+    nonempty = [case[:1] for case in cases[1:]]
+    compare_onnx_and_py([a], inverses, nonempty[0], more_inputs=nonempty[1:], rtol=tol, atol=tol)
 
 
 def test_general_matrices_need_pivoting(rng):
@@ -106,14 +110,15 @@ def test_kron_and_einsum(rng):
     compare_onnx_and_py([a, b], outs, [rng.normal(size=(2, 3)), rng.normal(size=(4, 3))])
 
 
-@settings(max_examples=10, deadline=None)
-@given(n=st.integers(1, 9), seed=st.integers(0, 1000))
-def test_random_sizes(n, seed):
+@settings(max_examples=4, deadline=None)
+@given(sizes=st.lists(st.integers(1, 9), min_size=1, max_size=5), seed=st.integers(0, 1000))
+def test_random_sizes(sizes, seed):
     rng = np.random.default_rng(seed)
     a = pt.matrix("a")
     b = pt.vector("b")
     outs = [pt.linalg.cholesky(a), pt.linalg.solve(a, b), *pt.linalg.slogdet(a)]
-    compare_onnx_and_py([a, b], outs, [spd(rng, n), rng.normal(size=n)], rtol=1e-10, atol=1e-12)
+    cases = [[spd(rng, n), rng.normal(size=n)] for n in sizes]
+    compare_onnx_and_py([a, b], outs, cases[0], more_inputs=cases[1:], rtol=1e-10, atol=1e-12)
 
 
 def _garbage_triangle(rng, a, keep_lower):
@@ -251,44 +256,65 @@ def test_blockwise_linalg_with_batch_broadcasting(rng):
         )
 
 
+def _blocked_graphs(m, B, n):
+    """Graphs of the matrices `m` (..., n, n) for the blocked algorithms: positive definite
+    ones, general ones, LU factors, determinants."""
+    chol = pt.linalg.cholesky(m)
+    positive_definite = [
+        chol,
+        pt.linalg.cholesky(m, lower=False),
+        solve_triangular(chol, B, lower=True, b_ndim=2),
+        solve_triangular(pt.swapaxes(chol, -1, -2), B, lower=False, b_ndim=2),
+        solve_triangular(m, B, lower=True, unit_diagonal=True, b_ndim=2),
+        pt.linalg.solve(m, B, assume_a="pos", b_ndim=2),
+    ]
+    general = [pt.linalg.solve(m, B, b_ndim=2), *([pt.linalg.inv(m)] if n else [])]
+    # In graphs of their own: PyTensor 3.0.7 rewrites det(m) next to an LU of m (which
+    # lu_factor is, and a solve becomes) into the product of U's diagonal, without the sign
+    # of the row swaps.
+    factors = list(pt.linalg.lu_factor(m))
+    determinants = [pt.linalg.det(m), *pt.linalg.slogdet(m)]
+    return positive_definite, general, factors, determinants
+
+
+def _blocked_inputs(rng, n):
+    """A positive definite batch, a general one (and one with rows shuffled), right-hand
+    sides."""
+    value = spd(rng, n, (2,))
+    matrices = np.stack([rng.normal(size=(n, n)), value[0][rng.permutation(n)]])
+    return value, matrices, rng.normal(size=(2, n, 3))
+
+
 @pytest.mark.parametrize("block", [1, 4])
-@pytest.mark.parametrize("n", [0, 1, 3, 4, 9])
-def test_blocked_factorizations_and_solves_across_blocks(block, n, rng, monkeypatch):
+def test_blocked_factorizations_and_solves_across_blocks(block, rng, monkeypatch):
     """Cholesky, triangular solves and LU by blocks (small blocks here, so that sizes cover
     several blocks, a partial last one and none), symbolic and static sizes, batches."""
     from pt_onnxscript.ops import linalg
 
     monkeypatch.setattr(linalg, "BLOCK", block)
-    a = pt.tensor3("a")
-    static = pt.tensor("s", shape=(2, n, n))
+    sizes = [0, 1, 3, 4, 9]
+    inputs = [_blocked_inputs(rng, n) for n in sizes]
     B = pt.tensor3("B")
-    positive_definite, general, factors, determinants = [], [], [], []
-    for m in (a, static):
-        chol = pt.linalg.cholesky(m)
-        positive_definite += [
-            chol,
-            pt.linalg.cholesky(m, lower=False),
-            solve_triangular(chol, B, lower=True, b_ndim=2),
-            solve_triangular(pt.swapaxes(chol, -1, -2), B, lower=False, b_ndim=2),
-            solve_triangular(m, B, lower=True, unit_diagonal=True, b_ndim=2),
-            pt.linalg.solve(m, B, assume_a="pos", b_ndim=2),
-        ]
-        general += [pt.linalg.solve(m, B, b_ndim=2), *([pt.linalg.inv(m)] if n else [])]
-        # In graphs of their own: PyTensor 3.0.7 rewrites det(m) next to an LU of m (which
-        # lu_factor is, and a solve becomes) into the product of U's diagonal, without the
-        # sign of the row swaps.
-        factors += pt.linalg.lu_factor(m)
-        determinants += [pt.linalg.det(m), *pt.linalg.slogdet(m)]
-    value = spd(rng, n, (2,))
-    rhs = rng.normal(size=(2, n, 3))
-    compare_onnx_and_py(
-        [a, static, B], positive_definite, [value, value, rhs], rtol=1e-10, atol=1e-12
-    )
-    # A general matrix (LU pivots), and one with rows shuffled.
-    matrices = np.stack([rng.normal(size=(n, n)), value[0][rng.permutation(n)]])
-    compare_onnx_and_py([a, static, B], general, [matrices, matrices, rhs], rtol=1e-10, atol=1e-12)
-    for outs in (factors, determinants):
-        compare_onnx_and_py([a, static], outs, [matrices, matrices], rtol=1e-10, atol=1e-12)
+    # Symbolic sizes: one compilation for all of them.
+    a = pt.tensor3("a")
+    positive_definite, general, factors, determinants = _blocked_graphs(a, B, 1)
+    tol = {"rtol": 1e-10, "atol": 1e-12}
+    for outs, chosen in (
+        (positive_definite, [[value, rhs] for value, _, rhs in inputs]),
+        (general, [[matrices, rhs] for _, matrices, rhs in inputs[1:]]),
+        (factors, [[matrices] for _, matrices, _ in inputs]),
+        (determinants, [[matrices] for _, matrices, _ in inputs]),
+    ):
+        variables = [a, B] if len(chosen[0]) == 2 else [a]
+        compare_onnx_and_py(variables, outs, chosen[0], more_inputs=chosen[1:], **tol)
+    # Static sizes: the blocking is chosen at export.
+    for n, (value, matrices, rhs) in zip(sizes, inputs, strict=True):
+        static = pt.tensor("s", shape=(2, n, n))
+        positive_definite, general, factors, determinants = _blocked_graphs(static, B, n)
+        compare_onnx_and_py([static, B], positive_definite, [value, rhs], **tol)
+        compare_onnx_and_py([static, B], general, [matrices, rhs], **tol)
+        for outs in (factors, determinants):
+            compare_onnx_and_py([static], outs, [matrices], **tol)
 
 
 @pytest.mark.parametrize("n", [70, 130])
@@ -328,9 +354,9 @@ def _lu_inputs(rng, n, batch=()):
     return [general, singular, ill]
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 5, 9])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_lu_factor_and_lu_like_scipy(n, dtype, rng):
+def test_lu_factor_and_lu_like_scipy(dtype, rng):
+    import scipy.linalg
     from pytensor.tensor.linalg import lu, lu_factor, lu_solve
 
     a = pt.matrix("a", dtype=dtype)
@@ -338,39 +364,43 @@ def test_lu_factor_and_lu_like_scipy(n, dtype, rng):
     factor, pivots = lu_factor(a)
     p_indices, *_ = lu(a, p_indices=True)
     outs = [factor, pivots, *lu(a), *lu(a, p_indices=True)[1:], *lu(a, permute_l=True)]
-    solves = [lu_solve((factor, pivots), b), lu_solve((factor, pivots), b, trans=True)]
+    solves = pytensor.function(
+        [a, b],
+        [lu_solve((factor, pivots), b), lu_solve((factor, pivots), b, trans=True)],
+        mode="ONNX",
+    )
+    onnx_lu = pytensor.function([a], [factor, pivots, *lu(a)], mode="ONNX")
+    got_indices = pytensor.function([a], p_indices, mode="ONNX")
+    expected_indices = pytensor.function([a], p_indices, mode="FAST_COMPILE")
     tol = RTOL[dtype]
-    general, singular, ill = _lu_inputs(rng, n)
-    for value in (general, singular, ill):
-        rhs = rng.normal(size=(n, 2))
-        values = [value.astype(dtype), rhs.astype(dtype)]
-        if value is ill:  # rounding differs from getrf's order by ~cond * eps: residuals
-            p, low, up = pytensor.function([a], lu(a), mode="ONNX")(values[0])
-            np.testing.assert_allclose(p @ low @ up, values[0], rtol=0, atol=tol)
-            assert np.all(np.abs(np.tril(low, -1)) <= 1)  # partial pivoting
-            continue
-        compare_onnx_and_py([a, b], outs, values, rtol=tol, atol=tol)
-        # p_indices: int32 as its type says (SciPy, and so PyTensor's Python perform, give
-        # int64).
-        got = pytensor.function([a], p_indices, mode="ONNX")(values[0])
-        expected = pytensor.function([a], p_indices, mode="FAST_COMPILE")(values[0])
-        assert got.dtype == p_indices.type.dtype
-        np.testing.assert_array_equal(got, expected)
-        if n and np.linalg.cond(value) < 1e6:  # solves: residuals
-            x, xt = pytensor.function([a, b], solves, mode="ONNX")(*values)
-            np.testing.assert_allclose(value @ x, rhs, atol=50 * tol)
-            np.testing.assert_allclose(value.T @ xt, rhs, atol=50 * tol)
-    import scipy.linalg
-
-    value = _lu_inputs(rng, n)[0]
-    fn = pytensor.function([a], [factor, pivots, *lu(a)], mode="ONNX")
-    got = fn(value.astype(dtype))
-    if n:
-        expected = scipy.linalg.lu_factor(value)
-        np.testing.assert_allclose(got[0], expected[0], rtol=tol, atol=tol)
-        np.testing.assert_array_equal(got[1], expected[1])
-        p, low, up = got[2:]
-        np.testing.assert_allclose(p @ low @ up, value, rtol=tol, atol=tol * 10)
+    cases = []
+    for n in (0, 1, 2, 5, 9):
+        general, singular, ill = _lu_inputs(rng, n)
+        for value in (general, singular):
+            rhs = rng.normal(size=(n, 2))
+            values = [value.astype(dtype), rhs.astype(dtype)]
+            cases.append(values)
+            # p_indices: int32 as its type says (SciPy, and so PyTensor's Python perform,
+            # give int64).
+            got = got_indices(values[0])
+            assert got.dtype == p_indices.type.dtype
+            np.testing.assert_array_equal(got, expected_indices(values[0]))
+            if n and np.linalg.cond(value) < 1e6:  # solves: residuals
+                x, xt = solves(*values)
+                np.testing.assert_allclose(value @ x, rhs, atol=50 * tol)
+                np.testing.assert_allclose(value.T @ xt, rhs, atol=50 * tol)
+        # Rounding differs from getrf's order by ~cond * eps: residuals.
+        p, low, up = onnx_lu(ill.astype(dtype))[2:]
+        np.testing.assert_allclose(p @ low @ up, ill.astype(dtype), rtol=0, atol=tol)
+        assert np.all(np.abs(np.tril(low, -1)) <= 1)  # partial pivoting
+        if n:  # SciPy's own lu_factor
+            got = onnx_lu(general.astype(dtype))
+            expected = scipy.linalg.lu_factor(general)
+            np.testing.assert_allclose(got[0], expected[0], rtol=tol, atol=tol)
+            np.testing.assert_array_equal(got[1], expected[1])
+            p, low, up = got[2:]
+            np.testing.assert_allclose(p @ low @ up, general, rtol=tol, atol=tol * 10)
+    compare_onnx_and_py([a, b], outs, cases[0], more_inputs=cases[1:], rtol=tol, atol=tol)
 
 
 def test_lu_batched_and_pivots_to_permutations(rng):
