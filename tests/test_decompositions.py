@@ -244,13 +244,29 @@ def test_non_finite_input_raises_like_scipy_and_numpy():
         values(np.array([[1.0, np.nan], [0.5, 2.0]]))
 
 
-@pytest.mark.skipif(not PYTENSOR_3, reason="PyTensor 2.38's eigh gradient is an EighGrad Op")
-def test_eigvalsh_gradient(rng):
+def test_eigh_gradients(rng):
+    # (PyTensor 2.38's are its EighGrad Op; PyTensor 3's are graphs of other Ops.)
     a = pt.matrix("a")
-    w, _ = pt.linalg.eigh(a)
+    w, v = pt.linalg.eigh(a)
+    # Sign-invariant functions of the eigenvectors: v v^T weighted.
+    projector = v[:, 1:2] @ v[:, 1:2].T
+    costs = [
+        (w * pt.constant(rng.normal(size=4))).sum(),
+        (projector * pt.constant(rng.normal(size=(4, 4)))).sum(),
+    ]
+    m = rng.normal(size=(4, 4))
+    grads = [pytensor.grad(cost, a) for cost in costs]
+    compare_onnx_and_py([a], grads, [m], rtol=1e-8, atol=1e-10)
+
+
+def test_generalized_eigenvalue_gradients(rng):
+    a, b = pt.matrix("a"), pt.matrix("b")
+    w = pt.linalg.eigvalsh(a, b)
     cost = (w * pt.constant(rng.normal(size=4))).sum()
     m = rng.normal(size=(4, 4))
-    compare_onnx_and_py([a], [pytensor.grad(cost, a)], [m + m.T], rtol=1e-9, atol=1e-10)
+    values = [rng.normal(size=(4, 4)), m @ m.T + 4 * np.eye(4)]
+    grads = pytensor.grad(cost, [a, b])
+    compare_onnx_and_py([a, b], grads, values, rtol=1e-8, atol=1e-10)
 
 
 # SVD and pinv

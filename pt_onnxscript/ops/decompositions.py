@@ -19,9 +19,11 @@ try:  # PyTensor 3
     from pytensor.tensor.linalg.decomposition.qr import QR
     from pytensor.tensor.linalg.decomposition.svd import SVD
     from pytensor.tensor.linalg.inverse import MatrixPinv
+
+    EighGrad = EigvalshGrad = None  # PyTensor 3's eigh gradients are graphs of other Ops
 except ImportError:  # PyTensor 2.38
-    from pytensor.tensor.nlinalg import SVD, Eigh, MatrixPinv
-    from pytensor.tensor.slinalg import QR, Eigvalsh
+    from pytensor.tensor.nlinalg import SVD, Eigh, EighGrad, MatrixPinv
+    from pytensor.tensor.slinalg import QR, Eigvalsh, EigvalshGrad
 
 
 def _int(g, value):
@@ -361,16 +363,18 @@ def _lower(op) -> bool:
     return op.lower if hasattr(op, "lower") else op.UPLO == "L"
 
 
-def _symmetric_eigen(g, node, inputs, with_vectors: bool):
+def _symmetric_eigen(g, node, inputs, with_vectors: bool, variables=None):
     """Eigenvalues (and eigenvectors) of the symmetric matrices whose triangle the node reads,
     or of the generalized problem a v = w b v for positive definite b: with b = L L^T, the
-    standard problem of L^-1 a L^-T, its vectors mapped back by L^-T (so v^T b v = I)."""
+    standard problem of L^-1 a L^-T, its vectors mapped back by L^-T (so v^T b v = I).
+    `inputs` are the ONNX values of `variables` (by default the node's inputs)."""
+    variables = node.inputs if variables is None else variables
     op = getattr(node.op, "core_op", node.op)
     dtype = node.outputs[0].type.dtype
-    rank, size = node.inputs[0].type.ndim, node.inputs[0].type.shape[-1]
+    rank, size = variables[0].type.ndim, variables[0].type.shape[-1]
     a, *b = (
         x if var.type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
-        for var, x in zip(node.inputs, inputs, strict=True)
+        for var, x in zip(variables, inputs, strict=True)
     )
     # SciPy's check_finite (of the whole matrices, both triangles), then LAPACK's failures.
     non_finite = _non_finite(g, a) if not b else g.Or(_non_finite(g, a), _non_finite(g, b[0]))
@@ -422,6 +426,60 @@ def eigvalsh(g, node, *inputs):
     """Eigvalsh -> the eigenvalues of Eigh's Jacobi rotations, ascending."""
     values, _ = _symmetric_eigen(g, node, inputs, with_vectors=False)
     return values
+
+
+def _fold_triangle(g, x, lower: bool, rank: int):
+    """tril(x) + triu(x, 1)^T (or the upper twin): the gradient with respect to the triangle
+    an eigh reads, the other triangle's share folded onto it."""
+    return g.Add(
+        g.Trilu(x, _int(g, 0), upper=0 if lower else 1),
+        swap_last(g, g.Trilu(x, _int(g, 1 if lower else -1), upper=1 if lower else 0), rank),
+    )
+
+
+def _spectral(g, v, weights, rank):
+    """v diag(weights) v^T for the matrices v (..., n, n) and weights (..., n)."""
+    return g.MatMul(g.Mul(v, g.Unsqueeze(weights, _int(g, [-2]))), swap_last(g, v, rank))
+
+
+if EighGrad is not None:
+
+    @register(EighGrad)
+    @register_blockwise(EighGrad)
+    def eigh_grad(g, node, x, w, v, gw, gv):
+        """PyTensor 2.38's EighGrad -> v (diag(gw) + F o (v^T gv)^T) v^T with F[n, m] =
+        1 / (w_n - w_m) off the diagonal, folded onto the triangle eigh read."""
+        dtype = node.outputs[0].type.dtype
+        rank = node.outputs[0].type.ndim
+        w, v, gw, gv = (
+            x if var.type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
+            for var, x in zip(node.inputs[1:], (w, v, gw, gv), strict=True)
+        )
+        n = _dim(g, w, -1)
+        index = _positions(g, n)
+        same = g.Equal(g.Unsqueeze(index, _int(g, [-1])), index)
+        gaps = g.Sub(g.Unsqueeze(w, _int(g, [-1])), g.Unsqueeze(w, _int(g, [-2])))
+        zero = constant(g, 0, dtype)
+        inverse_gaps = g.Where(same, zero, g.Reciprocal(g.Where(same, constant(g, 1, dtype), gaps)))
+        mixed = g.Mul(inverse_gaps, swap_last(g, g.MatMul(swap_last(g, v, rank), gv), rank))
+        eye = g.Cast(same, to=onnx_dtype(dtype))
+        inner = g.Add(g.Mul(eye, g.Unsqueeze(gw, _int(g, [-2]))), mixed)
+        grad = g.MatMul(g.MatMul(v, inner), swap_last(g, v, rank))
+        return _fold_triangle(g, grad, _lower(getattr(node.op, "core_op", node.op)), rank)
+
+    @register(EigvalshGrad)
+    @register_blockwise(EigvalshGrad)
+    def eigvalsh_grad(g, node, a, b, gw):
+        """PyTensor 2.38's EigvalshGrad -> with w, v = eigh(a, b): v diag(gw) v^T for a and
+        -v diag(gw w) v^T for b, each folded onto the triangle read."""
+        op = getattr(node.op, "core_op", node.op)
+        dtype = node.outputs[0].type.dtype
+        rank = node.outputs[0].type.ndim
+        w, v = _symmetric_eigen(g, node, [a, b], True, variables=node.inputs[:2])
+        gw = gw if node.inputs[2].type.dtype == dtype else g.Cast(gw, to=onnx_dtype(dtype))
+        grad_a = _spectral(g, v, gw, rank)
+        grad_b = g.Neg(_spectral(g, v, g.Mul(gw, w), rank))
+        return [_fold_triangle(g, x, op.lower, rank) for x in (grad_a, grad_b)]
 
 
 def _as_output_dtype(g, node, x):
