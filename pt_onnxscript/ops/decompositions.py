@@ -1,5 +1,5 @@
-"""Orthogonal decompositions: QR by Householder reflections, symmetric eigenproblems by
-Jacobi rotations."""
+"""Orthogonal decompositions: QR by Householder reflections; symmetric eigenproblems, SVD and
+pinv by Jacobi rotations."""
 
 import numpy as np
 
@@ -46,8 +46,7 @@ def _outer(g, u, v):
 
 def _square_identity(g, a, size, dtype: str):
     """Identity matrices (size x size) for each matrix of the batch of `a`."""
-    index = _positions(g, size)
-    eye = g.Cast(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index), to=onnx_dtype(dtype))
+    eye = g.Cast(_diagonal_mask(g, size), to=onnx_dtype(dtype))
     length = g.Unsqueeze(size, _int(g, [0]))
     return g.Expand(eye, g.Concat(g.Shape(a, start=0, end=-2), length, length, axis=0))
 
@@ -136,31 +135,39 @@ def qr(g, node, a):
     return [packed, taus, tall]  # raw: triu(qr[:k]) is triu(qr) when m <= n
 
 
-# Jacobi sweeps before a symmetric eigenproblem counts as not converged (NaN): each sweep
-# squares the off-diagonal norm once the rotations are small, so ~6-10 sweeps reach rounding.
+# Jacobi sweeps before a matrix counts as not converged (LinAlgError): each sweep squares the
+# off-diagonal norm once the rotations are small, so ~6-10 sweeps reach rounding.
 MOST_SWEEPS = 60
 
 
 def _round_robin(g, r, m):
     """Round `r` of the round-robin pairing of players 0..m (m odd): pairs (p_i, q_i),
-    i < (m + 1) / 2, that together touch every player once; m rounds pair every two."""
+    i < (m + 1) / 2, that together touch every player once (m rounds pair every two), and
+    where each player's entry is in (p, q) concatenated."""
     i = _positions(g, g.Div(g.Add(m, _int(g, 1)), _int(g, 2)))
     p = g.Mod(g.Add(r, i), m)
     q = g.Where(g.Equal(i, _int(g, 0)), m, g.Mod(g.Sub(r, i), m))
-    return p, q
+    order = g.Concat(p, q, axis=0)
+    back = g.ScatterElements(order, order, _positions(g, _dim(g, order, 0)), axis=0)
+    return p, q, back
 
 
-def _rotate(g, x, p, q, c, s, axis: int):
+def _rotate(g, x, pairs, c, s, axis: int):
     """x with its entries p_i and q_i along `axis` (-2: rows, -1: columns) replaced by
-    c_i x_p - s_i x_q and s_i x_p + c_i x_q: Jacobi rotations (c, s: (..., h)) on disjoint
-    pairs that cover every index once."""
+    c_i x_p - s_i x_q and s_i x_p + c_i x_q: Jacobi rotations (c, s: (..., h)) on the
+    disjoint `pairs` of a round (`_round_robin`)."""
+    p, q, back = pairs
     c, s = (g.Unsqueeze(t, _int(g, [-1 if axis == -2 else -2])) for t in (c, s))
     x_p, x_q = g.Gather(x, p, axis=axis), g.Gather(x, q, axis=axis)
     new_p = g.Sub(g.Mul(c, x_p), g.Mul(s, x_q))
     new_q = g.Add(g.Mul(s, x_p), g.Mul(c, x_q))
-    order = g.Concat(p, q, axis=0)
-    back = g.ScatterElements(order, order, _positions(g, _dim(g, order, 0)), axis=0)
     return g.Gather(g.Concat(new_p, new_q, axis=axis), back, axis=axis)
+
+
+def _diagonal_mask(g, size):
+    """True on the diagonal of a size x size matrix."""
+    index = _positions(g, size)
+    return g.Equal(g.Unsqueeze(index, _int(g, [-1])), index)
 
 
 def _off_diagonal(g, a, off):
@@ -207,12 +214,12 @@ def _tolerance(g, size, dtype):
 
 def _sweeps(g, state, players, one_round, unconverged):
     """`state` after cyclic Jacobi sweeps (each the `players` - 1 rounds of the round robin,
-    ``state = one_round(g, p, q, *state)``) while `unconverged(state[0])` holds for a matrix
+    ``state = one_round(g, pairs, *state)``) while `unconverged(state[0])` holds for a matrix
     of the batch, at most MOST_SWEEPS; and the flags of the matrices still unconverged."""
     last = g.Sub(players, _int(g, 1))  # players 0..last, last odd (or -1: no player)
 
     def round_(g, r, *state):
-        return one_round(g, *_round_robin(g, r, last), *state)
+        return one_round(g, _round_robin(g, r, last), *state)
 
     def sweep(g, k, *state):
         state = loop(g, g.Max(last, _int(g, 0)), list(state), round_, "jacobi_round")
@@ -226,10 +233,7 @@ def _sweeps(g, state, players, one_round, unconverged):
 def _sorted(g, values, n, largest: int):
     """The first `n` of `values` (..., N) sorted (descending if `largest`), and their order."""
     count = g.Unsqueeze(n, _int(g, [0]))
-    order = g.TopK(
-        _leading(g, values, n, -1), count, axis=-1, largest=largest, sorted=1, _outputs=2
-    )
-    return order
+    return g.TopK(_leading(g, values, n, -1), count, axis=-1, largest=largest, sorted=1, _outputs=2)
 
 
 def _columns_in_order(g, x, order):
@@ -247,22 +251,22 @@ def jacobi_eigen(g, a, dtype: str, with_vectors: bool = True):
     n = _dim(g, a, -1)
     a, size = _even(g, a, n, [-2, -1])
     tolerance = _tolerance(g, n, dtype)
-    index = _positions(g, size)
-    off = g.Not(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index))
+    off = g.Not(_diagonal_mask(g, size))
 
     def unconverged(g, a):
         off_norm, norm = _off_diagonal(g, a, off)
         return g.Greater(off_norm, g.Mul(tolerance, norm))
 
-    def one_round(g, p, q, a, *v):
+    def one_round(g, pairs, a, *v):
+        p, q, _ = pairs
         d = diagonal(g, a)
         rows = g.Gather(a, p, axis=-2)
         shape = g.Concat(g.Shape(rows, end=-1), _int(g, [1]), axis=0)
         index = g.Expand(g.Unsqueeze(q, _int(g, [-1])), shape)
         a_pq = g.Squeeze(g.GatherElements(rows, index, axis=-1), _int(g, [-1]))
         c, s = _rotation(g, g.Gather(d, p, axis=-1), g.Gather(d, q, axis=-1), a_pq, dtype)
-        a = _rotate(g, _rotate(g, a, p, q, c, s, -2), p, q, c, s, -1)
-        return [a, *(_rotate(g, x, p, q, c, s, -1) for x in v)]
+        a = _rotate(g, _rotate(g, a, pairs, c, s, -2), pairs, c, s, -1)
+        return [a, *(_rotate(g, x, pairs, c, s, -1) for x in v)]
 
     vectors = [_square_identity(g, a, size, dtype)] if with_vectors else []
     (a, *vectors), failed = _sweeps(g, [a, *vectors], size, one_round, unconverged)
@@ -287,8 +291,7 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
     x, size = _even(g, a, n, [-1])
     tolerance = _tolerance(g, g.Max(m, n), dtype)
     zero = constant(g, 0, dtype)
-    index = _positions(g, size)
-    off = g.Not(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index))
+    off = g.Not(_diagonal_mask(g, size))
 
     def unconverged(g, x):
         gram = g.MatMul(swap_last(g, x, rank), x)
@@ -298,14 +301,14 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
         flags = g.Cast(worse, to=onnx_dtype("uint8"))
         return g.Cast(g.ReduceMax(flags, _int(g, [-2, -1]), keepdims=0), to=onnx_dtype("bool"))
 
-    def one_round(g, p, q, x, *v):
-        x_p, x_q = g.Gather(x, p, axis=-1), g.Gather(x, q, axis=-1)
+    def one_round(g, pairs, x, *v):
+        x_p, x_q = g.Gather(x, pairs[0], axis=-1), g.Gather(x, pairs[1], axis=-1)
         rows = _int(g, [-2])
         a_pp = g.ReduceSumSquare(x_p, rows, keepdims=0)
         a_qq = g.ReduceSumSquare(x_q, rows, keepdims=0)
         a_pq = g.ReduceSum(g.Mul(x_p, x_q), rows, keepdims=0)
         c, s = _rotation(g, a_pp, a_qq, a_pq, dtype)
-        return [_rotate(g, y, p, q, c, s, -1) for y in (x, *v)]
+        return [_rotate(g, y, pairs, c, s, -1) for y in (x, *v)]
 
     vectors = [_square_identity(g, x, size, dtype)] if with_vectors else []
     (x, *vectors), failed = _sweeps(g, [x, *vectors], size, one_round, unconverged)
@@ -456,8 +459,7 @@ if EighGrad is not None:
             for var, x in zip(node.inputs[1:], (w, v, gw, gv), strict=True)
         )
         n = _dim(g, w, -1)
-        index = _positions(g, n)
-        same = g.Equal(g.Unsqueeze(index, _int(g, [-1])), index)
+        same = _diagonal_mask(g, n)
         gaps = g.Sub(g.Unsqueeze(w, _int(g, [-1])), g.Unsqueeze(w, _int(g, [-2])))
         zero = constant(g, 0, dtype)
         inverse_gaps = g.Where(same, zero, g.Reciprocal(g.Where(same, constant(g, 1, dtype), gaps)))
