@@ -7,14 +7,12 @@ One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
 Run: python benchmarks/decompositions.py
 """
 
-from timing import ROUNDS, interleaved, session  # first: one core, one thread, before BLAS loads
+from timing import default_against_exported  # first: one core, one thread, before BLAS loads
 
 # isort: split
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
-
-from pt_onnxscript import export_onnx
 
 PYTENSOR_3 = int(pytensor.__version__.split(".")[0]) >= 3
 
@@ -45,32 +43,11 @@ def problems(n, rng):
 
 def main():
     rng = np.random.default_rng(0)
-    rows = []
-    for n in (10, 50, 200):
-        for name, (inputs, outputs, values, compared) in problems(n, rng).items():
-            default = pytensor.function(inputs, outputs)
-            ours = session(export_onnx((inputs, outputs)))
-            feed = {var.name: value for var, value in zip(inputs, values, strict=True)}
-            got, expected = ours.run(None, feed), default(*values)
-            for x, y in zip(got[:compared], expected[:compared], strict=True):
-                scale = np.abs(y).max()
-                np.testing.assert_allclose(x, y, rtol=1e-7, atol=1e-10 * scale)
-            times = interleaved(
-                {
-                    "default": lambda _, f=default, v=values: f(*v),
-                    "exported": lambda _, s=ours, feed=feed: s.run(None, feed),
-                },
-                None,
-            )
-            rows.append((n, name, times))
-    print(f"median of {ROUNDS} interleaved rounds, one thread; wall ms (CPU ms)")
-    print(f"{'n':>5}  {'problem':<10} {'PyTensor default':>20} {'exported, ORT':>20} {'ratio':>7}")
-    for n, name, times in rows:
-        (dw, dc), (ow, oc) = times["default"], times["exported"]
-        print(
-            f"{n:>5}  {name:<10} {dw * 1e3:>9.3f} ({dc * 1e3:>8.3f})"
-            f" {ow * 1e3:>9.3f} ({oc * 1e3:>8.3f}) {ow / dw:>7.1f}"
-        )
+    default_against_exported(
+        (f"n = {n:>3}  {name}", *problem)
+        for n in (10, 50, 200)
+        for name, problem in problems(n, rng).items()
+    )
 
 
 if __name__ == "__main__":

@@ -8,15 +8,13 @@ One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
 Run: python benchmarks/gp.py
 """
 
-from timing import ROUNDS, interleaved, session  # first: one core, one thread, before BLAS loads
+from timing import default_against_exported  # first: one core, one thread, before BLAS loads
 
 # isort: split
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pytensor.tensor.linalg import solve_triangular
-
-from pt_onnxscript import export_onnx
 
 
 def gp_logp_and_grad():
@@ -61,31 +59,11 @@ def problems(n, rng):
 
 def main():
     rng = np.random.default_rng(0)
-    rows = []
-    for n in (100, 500, 1000):
-        for name, (inputs, outputs, values) in problems(n, rng).items():
-            default = pytensor.function(inputs, outputs)
-            model = export_onnx((inputs, outputs))
-            ours = session(model)
-            feed = {var.name: value for var, value in zip(inputs, values, strict=True)}
-            for got, expected in zip(ours.run(None, feed), default(*values), strict=True):
-                np.testing.assert_allclose(got, expected, rtol=1e-8, atol=1e-10)
-            times = interleaved(
-                {
-                    "default": lambda _, f=default, v=values: f(*v),
-                    "exported": lambda _, s=ours, feed=feed: s.run(None, feed),
-                },
-                None,
-            )
-            rows.append((n, name, times))
-    print(f"median of {ROUNDS} interleaved rounds, one thread; wall ms (CPU ms)")
-    print(f"{'n':>5}  {'problem':<24} {'PyTensor default':>20} {'exported, ORT':>20} {'ratio':>6}")
-    for n, name, times in rows:
-        (dw, dc), (ow, oc) = times["default"], times["exported"]
-        print(
-            f"{n:>5}  {name:<24} {dw * 1e3:>9.3f} ({dc * 1e3:>8.3f})"
-            f" {ow * 1e3:>9.3f} ({oc * 1e3:>8.3f}) {ow / dw:>6.1f}"
-        )
+    default_against_exported(
+        (f"n = {n:>4}  {name}", inputs, outputs, values, len(outputs))
+        for n in (100, 500, 1000)
+        for name, (inputs, outputs, values) in problems(n, rng).items()
+    )
 
 
 if __name__ == "__main__":

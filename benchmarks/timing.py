@@ -47,3 +47,40 @@ def interleaved(runners, value, seconds=0.05):
             wall[name].append((time.perf_counter() - w0) / numbers[name])
             cpu[name].append((time.process_time() - c0) / numbers[name])
     return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in runners}
+
+
+def default_against_exported(problems, rtol=1e-8, atol=1e-10):
+    """Time PyTensor's default mode against the exported model in ONNX Runtime on each of
+    `problems`, (label, inputs, outputs, values, compared) tuples, after checking that the
+    first `compared` outputs agree (to `rtol`, `atol`); print the table and return its rows."""
+    import numpy as np
+    import pytensor
+
+    from pt_onnxscript import export_onnx
+
+    rows = []
+    for label, inputs, outputs, values, compared in problems:
+        default = pytensor.function(inputs, outputs)
+        ours = session(export_onnx((inputs, outputs)))
+        feed = {var.name: value for var, value in zip(inputs, values, strict=True)}
+        got, expected = ours.run(None, feed), default(*values)
+        for x, y in zip(got[:compared], expected[:compared], strict=True):
+            np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
+        times = interleaved(
+            {
+                "default": lambda _, f=default, v=values: f(*v),
+                "exported": lambda _, s=ours, feed=feed: s.run(None, feed),
+            },
+            None,
+        )
+        rows.append((label, times))
+    width = max(len(label) for label, _ in rows)
+    print(f"median of {ROUNDS} interleaved rounds, one thread; wall ms (CPU ms)")
+    print(f"{'problem':<{width}}  {'PyTensor default':>20} {'exported, ORT':>20} {'ratio':>7}")
+    for label, times in rows:
+        (dw, dc), (ow, oc) = times["default"], times["exported"]
+        print(
+            f"{label:<{width}}  {dw * 1e3:>9.3f} ({dc * 1e3:>8.3f})"
+            f" {ow * 1e3:>9.3f} ({oc * 1e3:>8.3f}) {ow / dw:>7.1f}"
+        )
+    return rows
