@@ -143,7 +143,7 @@ MOST_SWEEPS = 60
 def _round_robin(g, r, m):
     """Round `r` of the round-robin pairing of players 0..m (m odd): pairs (p_i, q_i),
     i < (m + 1) / 2, that together touch every player once (m rounds pair every two), and
-    where each player's entry is in (p, q) concatenated."""
+    where each player is in (p, q) concatenated."""
     i = _positions(g, g.Div(g.Add(m, _int(g, 1)), _int(g, 2)))
     p = g.Mod(g.Add(r, i), m)
     q = g.Where(g.Equal(i, _int(g, 0)), m, g.Mod(g.Sub(r, i), m))
@@ -152,16 +152,23 @@ def _round_robin(g, r, m):
     return p, q, back
 
 
-def _rotate(g, x, pairs, c, s, axis: int):
-    """x with its entries p_i and q_i along `axis` (-2: rows, -1: columns) replaced by
-    c_i x_p - s_i x_q and s_i x_p + c_i x_q: Jacobi rotations (c, s: (..., h)) on the
-    disjoint `pairs` of a round (`_round_robin`)."""
+def _rotations(g, pairs, c, s):
+    """The Jacobi rotations (c, s: (..., h)) of a round's `pairs` (`_round_robin`) spread over
+    every index i: its partner, and the factors of x_i and x_partner in its new value (c and
+    -s for p_k, c and s for q_k)."""
     p, q, back = pairs
+    partner = g.Gather(g.Concat(q, p, axis=0), back, axis=0)
+    c_all = g.Gather(g.Concat(c, c, axis=-1), back, axis=-1)
+    s_all = g.Gather(g.Concat(g.Neg(s), s, axis=-1), back, axis=-1)
+    return partner, c_all, s_all
+
+
+def _rotate(g, x, rotations, axis: int):
+    """x with its entries along `axis` (-2: rows, -1: columns) rotated in pairs: x_p becomes
+    c x_p - s x_q and x_q becomes s x_p + c x_q, for all pairs at once (`_rotations`)."""
+    partner, c, s = rotations
     c, s = (g.Unsqueeze(t, _int(g, [-1 if axis == -2 else -2])) for t in (c, s))
-    x_p, x_q = g.Gather(x, p, axis=axis), g.Gather(x, q, axis=axis)
-    new_p = g.Sub(g.Mul(c, x_p), g.Mul(s, x_q))
-    new_q = g.Add(g.Mul(s, x_p), g.Mul(c, x_q))
-    return g.Gather(g.Concat(new_p, new_q, axis=axis), back, axis=axis)
+    return g.Add(g.Mul(c, x), g.Mul(s, g.Gather(x, partner, axis=axis)))
 
 
 def _diagonal_mask(g, size):
@@ -265,8 +272,9 @@ def jacobi_eigen(g, a, dtype: str, with_vectors: bool = True):
         index = g.Expand(g.Unsqueeze(q, _int(g, [-1])), shape)
         a_pq = g.Squeeze(g.GatherElements(rows, index, axis=-1), _int(g, [-1]))
         c, s = _rotation(g, g.Gather(d, p, axis=-1), g.Gather(d, q, axis=-1), a_pq, dtype)
-        a = _rotate(g, _rotate(g, a, pairs, c, s, -2), pairs, c, s, -1)
-        return [a, *(_rotate(g, x, pairs, c, s, -1) for x in v)]
+        rotations = _rotations(g, pairs, c, s)
+        a = _rotate(g, _rotate(g, a, rotations, -2), rotations, -1)
+        return [a, *(_rotate(g, x, rotations, -1) for x in v)]
 
     vectors = [_square_identity(g, a, size, dtype)] if with_vectors else []
     (a, *vectors), failed = _sweeps(g, [a, *vectors], size, one_round, unconverged)
@@ -307,8 +315,8 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
         a_pp = g.ReduceSumSquare(x_p, rows, keepdims=0)
         a_qq = g.ReduceSumSquare(x_q, rows, keepdims=0)
         a_pq = g.ReduceSum(g.Mul(x_p, x_q), rows, keepdims=0)
-        c, s = _rotation(g, a_pp, a_qq, a_pq, dtype)
-        return [_rotate(g, y, pairs, c, s, -1) for y in (x, *v)]
+        rotations = _rotations(g, pairs, *_rotation(g, a_pp, a_qq, a_pq, dtype))
+        return [_rotate(g, y, rotations, -1) for y in (x, *v)]
 
     vectors = [_square_identity(g, x, size, dtype)] if with_vectors else []
     (x, *vectors), failed = _sweeps(g, [x, *vectors], size, one_round, unconverged)
