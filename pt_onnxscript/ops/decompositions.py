@@ -6,6 +6,7 @@ import numpy as np
 from pt_onnxscript.ops.common import branch, constant, loop, pad_zeros, raise_if
 from pt_onnxscript.ops.linalg import (
     diagonal,
+    float_output_check,
     lower_factor,
     solve_triangular,
     swap_last,
@@ -106,9 +107,7 @@ def _check_qr(node):
     op = getattr(node.op, "core_op", node.op)
     if op.pivoting:
         return "qr with pivoting=True (column-pivoted QR, geqp3)"
-    if node.outputs[0].type.dtype not in ("float32", "float64"):
-        return f"qr with {node.outputs[0].type.dtype} output (cast the input to a float dtype)"
-    return None
+    return float_output_check(node)
 
 
 @register(QR)
@@ -413,12 +412,7 @@ def _symmetric_eigen(g, node, inputs, with_vectors: bool, variables=None):
     return _guarded(g, outputs, non_finite, ValueError, NOT_FINITE)
 
 
-@register_check(Eigh, Eigvalsh, SVD, MatrixPinv)
-def _check_float(node):
-    if node.outputs[0].type.dtype not in ("float32", "float64"):
-        name = type(getattr(node.op, "core_op", node.op)).__name__
-        return f"{name} with {node.outputs[0].type.dtype} output (cast the input to a float dtype)"
-    return None
+register_check(Eigh, Eigvalsh, SVD, MatrixPinv)(float_output_check)
 
 
 @register(Eigh)

@@ -45,6 +45,17 @@ def _core(node):
     return getattr(node.op, "core_op", node.op)
 
 
+def float_output_check(node):
+    """register_check for the linalg Ops computed in float arithmetic only: a sentence for a
+    node whose output dtype is not float32 or float64 (PyTensor 2.38 keeps an integer input's
+    dtype), None otherwise."""
+    dtype = node.outputs[0].type.dtype
+    if dtype in ("float32", "float64"):
+        return None
+    name = type(_core(node)).__name__
+    return f"{name} with {dtype} output (cast the input to a float dtype)"
+
+
 def _int(g, value):
     return constant(g, value, "int64")
 
@@ -471,12 +482,7 @@ def lu_solve_system(g, a, b, dtype: str, rank: int, size: int | None = None):
     """x with a x = b by LU with partial pivoting (no check for a singular `a`), and the
     pivots (the diagonal of U)."""
     packed, _, perm = lu_factor_blocked(g, a, dtype, rank, size)
-    return _lu_solve(g, packed, perm, b, dtype, size), _pivots(g, packed)
-
-
-def _pivots(g, packed):
-    """The diagonal of U: (..., n)."""
-    return diagonal(g, packed)
+    return _lu_solve(g, packed, perm, b, dtype, size), diagonal(g, packed)
 
 
 def _swap_count(g, ipiv):
@@ -594,7 +600,7 @@ def det(g, node, a):
     a = _as(g, node.inputs[0], a, dtype)
     size = node.inputs[0].type.shape[-1]
     packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
-    product = g.ReduceProd(_pivots(g, packed), _int(g, [-1]), keepdims=0)
+    product = g.ReduceProd(diagonal(g, packed), _int(g, [-1]), keepdims=0)
     return g.Mul(product, _parity_sign(g, _swap_count(g, ipiv), dtype))
 
 
@@ -611,7 +617,7 @@ def slogdet(g, node, a):
     a = _as(g, node.inputs[0], a, dtype)
     size = node.inputs[0].type.shape[-1]
     packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
-    pivots, swaps = _pivots(g, packed), _swap_count(g, ipiv)
+    pivots, swaps = diagonal(g, packed), _swap_count(g, ipiv)
     sign = g.Mul(
         g.ReduceProd(g.Sign(pivots), _int(g, [-1]), keepdims=0), _parity_sign(g, swaps, dtype)
     )
@@ -639,7 +645,7 @@ def lu_factor(g, node, a):
     a = _as(g, node.inputs[0], a, dtype)
     size = node.inputs[0].type.shape[-1]
     packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
-    failed = _any(g, g.Equal(_pivots(g, packed), constant(g, 0, dtype)))
+    failed = _any(g, g.Equal(diagonal(g, packed), constant(g, 0, dtype)))
     return [_nan_where(g, failed, packed, dtype), g.Cast(ipiv, to=onnx_dtype("int32"))]
 
 

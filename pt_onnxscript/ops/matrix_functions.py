@@ -4,7 +4,7 @@ import numpy as np
 import onnx_ir as ir
 
 from pt_onnxscript.ops.common import constant, loop
-from pt_onnxscript.ops.linalg import identity_like, lu_solve_system
+from pt_onnxscript.ops.linalg import float_output_check, identity_like, lu_solve_system
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.types import onnx_dtype
 
@@ -90,11 +90,7 @@ def expm(g, a, dtype: str, rank: int, size: int | None = None):
     return result
 
 
-@register_check(Expm)
-def _check_expm(node):
-    if node.outputs[0].type.dtype not in ("float32", "float64"):
-        return f"expm with {node.outputs[0].type.dtype} output (cast the input to a float dtype)"
-    return None
+register_check(Expm)(float_output_check)
 
 
 @register(Expm)
