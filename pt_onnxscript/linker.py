@@ -13,6 +13,7 @@ from pytensor.link.basic import JITLinker
 
 from pt_onnxscript.ops.common import CHECK
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, newest_opset  # noqa: F401
+from pt_onnxscript.rng import generator_from_state, is_random_state, state_from_generator
 from pt_onnxscript.translate import fgraph_to_model
 
 
@@ -64,10 +65,11 @@ class ONNXLinker(JITLinker):
         with raising_checks(checks):
             session = inference_session(model, self.providers, self.threads)
         inputs = [
-            (value.name, np.dtype(var.type.dtype))
+            (value.name, None if is_random_state(var) else np.dtype(var.type.dtype))
             for value, var in zip(model.graph.inputs, fgraph.inputs, strict=True)
         ]
         session_run = session.run
+        states = [i for i, var in enumerate(fgraph.outputs) if is_random_state(var)]
 
         def run(*args):
             # As little Python per call as possible: this is all mode "ONNX" adds to a call.
@@ -75,12 +77,17 @@ class ONNXLinker(JITLinker):
                 name: arg
                 if type(arg) is np.ndarray and arg.dtype == dtype
                 else np.asarray(arg, dtype=dtype)
+                if dtype is not None
+                else state_from_generator(arg)
                 for (name, dtype), arg in zip(inputs, args)
             }
             try:
-                return session_run(None, feeds)
+                results = session_run(None, feeds)
             except Exception as err:  # noqa: BLE001  (re-raised unless a check failed)
                 raise_check(err, checks)
+            for i in states:
+                results[i] = generator_from_state(results[i])
+            return results
 
         run.model = model
         return run

@@ -30,6 +30,7 @@ from pt_onnxscript.types import (
     as_ir_tensor,
     check_not_sparse,
     check_tensor_variable,
+    io_type,
     onnx_dtype,
     value_shape,
 )
@@ -405,11 +406,11 @@ def fgraph_to_model(
         if var in baked:
             if not fgraph.clients.get(var) and var not in fgraph.outputs:
                 continue  # baked into the graph as a constant: nothing reads the input
-            tensor = as_ir_tensor(baked[var], var.type.dtype, var_name)
+            tensor = as_ir_tensor(baked[var], io_type(var)[0], var_name)
             values[var] = builder.initializer(tensor, var_name, qualify=False)
         else:
             shape = value_shape(var, dims.get(var_name), var_name)
-            values[var] = builder.input(var_name, onnx_dtype(var.type.dtype), shape)
+            values[var] = builder.input(var_name, onnx_dtype(io_type(var)[0]), shape)
 
     translate_graph(g, nodes, values, outputs=fgraph.outputs)
 
@@ -444,8 +445,8 @@ def fgraph_to_model(
 
 
 def _set_output_type(value: ir.Value, var: Variable) -> None:
-    value.type = ir.TensorType(onnx_dtype(var.type.dtype))
-    static = var.type.shape
+    dtype, static = io_type(var)
+    value.type = ir.TensorType(onnx_dtype(dtype))
     inferred = value.shape
     if inferred is not None and len(inferred) == len(static):
         dims = [s if s is not None else d for s, d in zip(static, inferred.dims, strict=True)]

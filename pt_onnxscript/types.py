@@ -8,6 +8,8 @@ import onnx_ir as ir
 from pytensor.graph.basic import Variable
 from pytensor.tensor.type import TensorType
 
+from pt_onnxscript.rng import STATE_DTYPE, STATE_SHAPE, is_random_state
+
 DTYPES = {
     "bool": ir.DataType.BOOL,
     "int8": ir.DataType.INT8,
@@ -52,13 +54,24 @@ def _is_sparse(var: Variable) -> bool:
     return sparse is not None and isinstance(var.type, sparse.SparseTensorType)
 
 
+def io_type(var: Variable) -> tuple[str, tuple[int | None, ...]]:
+    """The dtype and static shape of graph input or output `var` in ONNX: a random generator
+    is its ``uint64[2]`` state (pt_onnxscript.rng)."""
+    if is_random_state(var):
+        return STATE_DTYPE, STATE_SHAPE
+    return var.type.dtype, var.type.shape
+
+
 def check_tensor_variable(var: Variable) -> None:
-    """Raise a TypeError naming `var` unless it is a dense tensor of a supported dtype."""
+    """Raise a TypeError naming `var` unless it is a dense tensor of a supported dtype or a
+    random generator."""
+    if is_random_state(var):
+        return
     check_not_sparse(var)
     if not isinstance(var.type, TensorType):
         raise TypeError(
             f"Variable {var} of type {var.type} is not a tensor: ONNX export supports "
-            "tensor variables only (random generators, slices, sparse and typed-list "
+            "tensor variables and random generators only (slices, sparse and typed-list "
             "variables have no ONNX counterpart)."
         )
     if var.type.dtype not in DTYPES:
@@ -74,7 +87,7 @@ def value_shape(var: Variable, dims: Sequence[Dim] | None, name: str) -> list[Di
     Static PyTensor dims stay fixed; unknown dims get the user's int or name from
     `dims`, or a symbolic name derived from `name`.
     """
-    static = var.type.shape
+    static = io_type(var)[1]
     if dims is None:
         dims = [None] * len(static)
     if isinstance(dims, str) or not isinstance(dims, Sequence):

@@ -13,6 +13,7 @@ from pt_onnxscript.ops import (  # noqa: F401
     math,
     matrix_functions,
     raise_op,
+    random,
     scalar,
     scan,
     shape,

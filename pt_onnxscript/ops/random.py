@@ -1,0 +1,733 @@
+"""RandomVariable: draws from the counter-based Philox4x32-10 generator, in integer ONNX ops.
+
+A random generator is a ``uint64[2]`` state ``[key, counter]`` (pt_onnxscript.rng). A draw of
+N elements gives element e the Philox counter ``(counter + e, block, lane)`` (the 64-bit
+element counter in the first two words): each block is four 32-bit words, two float64
+uniforms, so an element has as many independent uniforms as its sampler needs, a rejection
+sampler one block per attempt, and the next state is ``[key, counter + N]``.
+
+Each sampler is the textbook transformation of those uniforms, computed in float64 (as
+NumPy's C code does) and rounded once to PyTensor's dtype; parameters outside a
+distribution's domain raise the ValueError NumPy or SciPy raise. Rejection samplers
+(gamma, Poisson, integers) run a while Loop over all elements until each has accepted.
+"""
+
+import numpy as np
+import onnx_ir as ir
+from numpy.linalg import LinAlgError
+from onnxscript import UINT64, script
+from onnxscript import opset18 as op
+from pytensor.tensor.random import basic as ptr
+from pytensor.tensor.type_other import NoneTypeT
+
+from pt_onnxscript.ops.common import constant, loop, raise_if, where
+from pt_onnxscript.ops.linalg import lower_factor
+from pt_onnxscript.ops.scalar.math import log1p
+from pt_onnxscript.ops.scalar.special import gammaln
+from pt_onnxscript.registry import register, register_check
+from pt_onnxscript.scripted import inline
+from pt_onnxscript.types import onnx_dtype
+
+# ---------------------------------------------------------------- Philox4x32-10
+
+# Random123's constants: the two multipliers and the two key increments (Weyl sequence).
+_MULTIPLIERS = np.array([[0xD2511F53], [0xCD9E8D57]], dtype=np.uint64)
+_KEY_STEP = np.array([[0x9E3779B9], [0xBB67AE85]], dtype=np.uint64)
+_LOW32 = np.array(0xFFFFFFFF, dtype=np.uint64)
+_SHIFT32 = np.array(32, dtype=np.uint64)
+_SWAP = np.array([1, 0], dtype=np.int64)
+
+
+@script()
+def _philox_round(a: UINT64[...], b: UINT64[...], k: UINT64[...]):
+    """One Philox round on counters (a[0], b[0], a[1], b[1]) with round key (k[0], k[1]): the
+    products M0 a[0] and M1 a[1] (32 x 32 -> 64 bits, exact in uint64), swapped; high halves
+    xor the other words and the key, low halves become the other words."""
+    p = op.Gather(op.Mul(a, _MULTIPLIERS), _SWAP, axis=0)
+    high = op.BitShift(p, _SHIFT32, direction="RIGHT")
+    return op.BitwiseXor(op.BitwiseXor(high, b), k), op.BitwiseAnd(p, _LOW32)
+
+
+@script()
+def _bump(k: UINT64[...]) -> UINT64[...]:
+    return op.BitwiseAnd(op.Add(k, _KEY_STEP), _LOW32)
+
+
+@script()
+def philox4x32(a: UINT64[...], b: UINT64[...], k: UINT64[...]):
+    """Philox4x32-10 (Salmon et al. 2011) of the counters (a[0], b[0], a[1], b[1]) under key
+    (k[0], k[1]), every word a 32-bit value in a uint64: ten rounds, the key bumped between
+    them. Returns the four output words in the same layout."""
+    a, b = _philox_round(a, b, k)
+    k = _bump(k)
+    a, b = _philox_round(a, b, k)
+    k = _bump(k)
+    a, b = _philox_round(a, b, k)
+    k = _bump(k)
+    a, b = _philox_round(a, b, k)
+    k = _bump(k)
+    a, b = _philox_round(a, b, k)
+    k = _bump(k)
+    a, b = _philox_round(a, b, k)
+    k = _bump(k)
+    a, b = _philox_round(a, b, k)
+    k = _bump(k)
+    a, b = _philox_round(a, b, k)
+    k = _bump(k)
+    a, b = _philox_round(a, b, k)
+    k = _bump(k)
+    a, b = _philox_round(a, b, k)
+    return a, b
+
+
+U64 = ir.DataType.UINT64
+F64 = ir.DataType.DOUBLE
+BOOL = ir.DataType.BOOL
+
+
+def _u64(g, value):
+    return constant(g, value, "uint64")
+
+
+def _i64(g, value):
+    return constant(g, value, "int64")
+
+
+def _f64(g, value):
+    return constant(g, value, "float64")
+
+
+def _all(g, mask):
+    """Whether every element of bool `mask` is true (0-d)."""
+    flags = g.Cast(mask, to=ir.DataType.UINT8)
+    return g.Cast(g.ReduceMin(g.Reshape(flags, _i64(g, [-1])), keepdims=0), to=BOOL)
+
+
+class Stream:
+    """The Philox blocks of a draw of `shape` (an int64 vector) from random state `state`
+    (``[key, counter]``): element e of the draw reads the blocks of counter ``counter + e``;
+    ``next_state`` is ``[key, counter + N]``."""
+
+    def __init__(self, g, state, shape):
+        self.shape = shape
+        count = g.ReduceProd(shape, keepdims=0)  # 1 for a 0-d draw (an empty shape)
+        key = g.Slice(state, _i64(g, [0]), _i64(g, [1]))
+        base = g.Slice(state, _i64(g, [1]), _i64(g, [2]))
+        low32, shift = _u64(g, 0xFFFFFFFF), _u64(g, 32)
+        key_words = g.Concat(
+            g.BitwiseAnd(key, low32), g.BitShift(key, shift, direction="RIGHT"), axis=0
+        )
+        self.key = g.Unsqueeze(key_words, _i64(g, [1]))
+        element = g.Add(base, g.Cast(g.Range(_i64(g, 0), count, _i64(g, 1)), to=U64))
+        self.low = g.Unsqueeze(g.BitwiseAnd(element, low32), _i64(g, [0]))
+        self.high = g.Unsqueeze(g.BitShift(element, shift, direction="RIGHT"), _i64(g, [0]))
+        self.zeros = g.Mul(self.low, _u64(g, 0))
+        advanced = g.Add(base, g.Cast(g.Unsqueeze(count, _i64(g, [0])), to=U64))
+        self.next_state = g.Concat(key, advanced, axis=0)
+
+    def words(self, g, block, lane: int):
+        """Philox's four words for counter (element, block, lane), as ``(a, b)`` with
+        ``a = [w0, w2]`` and ``b = [w1, w3]``, each [2, N]; `block` an int or 0-d uint64."""
+        block = _u64(g, block) if isinstance(block, int) else block
+        a = g.Concat(self.low, g.Add(self.zeros, block), axis=0)
+        b = g.Concat(self.high, g.Add(self.zeros, _u64(g, lane)), axis=0)
+        return inline(g, philox4x32, a, b, self.key)
+
+    def _shaped(self, g, values):
+        values = g.Reshape(values, g.Concat(_i64(g, [2]), self.shape, axis=0))
+        return g.Gather(values, _i64(g, 0), axis=0), g.Gather(values, _i64(g, 1), axis=0)
+
+    def uniforms(self, g, block, lane: int = 0):
+        """Two independent float64 uniforms per element, each of the draw's shape:
+        (k + 1/2) 2^-52 for 52 random bits k, in (0, 1) and so is 1 - u (logarithms of
+        either are finite)."""
+        a, b = self.words(g, block, lane)
+        high = g.BitShift(g.BitwiseAnd(a, _u64(g, 0xFFFFF)), _u64(g, 32), direction="LEFT")
+        bits = g.Cast(g.BitwiseOr(high, b), to=F64)
+        return self._shaped(g, g.Mul(g.Add(bits, _f64(g, 0.5)), _f64(g, 2.0**-52)))
+
+    def uniform(self, g, block, lane: int = 0):
+        return self.uniforms(g, block, lane)[0]
+
+    def normal(self, g, block, lane: int = 0):
+        """A standard normal per element: Box-Muller on the block's two uniforms."""
+        u1, u2 = self.uniforms(g, block, lane)
+        radius = g.Sqrt(g.Mul(_f64(g, -2.0), g.Log(u1)))
+        return g.Mul(radius, g.Cos(g.Mul(_f64(g, 2 * np.pi), u2)))
+
+    def words64(self, g, block, lane: int = 0):
+        """A 64-bit random word per element (uint64, of the draw's shape)."""
+        a, b = self.words(g, block, lane)
+        word = g.BitwiseOr(g.BitShift(a, _u64(g, 32), direction="LEFT"), b)
+        return self._shaped(g, word)[0]
+
+
+def rejection(g, first, attempt, kind: str, dtype: str = "float64"):
+    """Per element, the first accepted candidate. ``attempt(g, r)`` (r: the attempt's number,
+    a 0-d uint64, for the blocks it draws) gives (candidates, accepted); `first` is attempt
+    0's. A while Loop runs attempts 1, 2, ... until every element has accepted."""
+    value, done = first
+
+    def step(g, k, value, done):
+        candidate, accepted = attempt(g, g.Cast(g.Add(k, _i64(g, 1)), to=U64))
+        value = where(g, g.And(accepted, g.Not(done)), candidate, value, dtype)
+        done = g.Or(done, accepted)
+        return g.Not(_all(g, done)), value, done
+
+    value, _ = loop(g, None, [value, done], step, kind, condition=g.Not(_all(g, done)))
+    return value
+
+
+# ---------------------------------------------------------------- the translations
+
+
+def _float(g, var, x):
+    """Parameter `x` (of PyTensor variable `var`) in float64, where the samplers compute."""
+    return x if var.type.dtype == "float64" else g.Cast(x, to=F64)
+
+
+def _is_none(var) -> bool:
+    return isinstance(var.type, NoneTypeT)
+
+
+def _batch_shape(g, values):
+    """The broadcast shape of `values` (the same rank, as PyTensor's RandomVariable makes them)."""
+    shape = g.Shape(values[0])
+    for value in values[1:]:
+        shape = g.Shape(g.Expand(value, shape))
+    return shape
+
+
+def draw_shape(g, node, size, params):
+    """The shape of the draw (an int64 vector): static where PyTensor knows it, else `size`, else
+    the parameters' broadcast shape."""
+    static = node.outputs[1].type.shape
+    if None not in static:
+        return _i64(g, np.array(static, dtype=np.int64))
+    if not _is_none(node.inputs[1]):
+        return size if node.inputs[1].type.dtype == "int64" else g.Cast(size, to=ir.DataType.INT64)
+    return _batch_shape(g, params)
+
+
+def _result(g, node, values, checks):
+    """`values` (float64) in the draw's dtype, raising NumPy's or SciPy's error where a check
+    ``(failed, exception, message)`` holds."""
+    dtype = node.outputs[1].type.dtype
+    result = values if dtype == "float64" else g.Cast(values, to=onnx_dtype(dtype))
+    for failed, exc_type, message in checks:
+        result = raise_if(g, failed, result, exc_type, message)
+    return result
+
+
+def _scipy_domain(name: str) -> str:
+    return (
+        "Domain error in arguments. The `scale` parameter must be positive for all "
+        "distributions, and many distributions have restrictions on shape parameters. "
+        f"Please see the `scipy.stats.{name}` documentation for details."
+    )
+
+
+def _not(g, cond):
+    return g.Not(cond)
+
+
+def univariate(*rv_classes):
+    """Register ``sample(g, stream, *params) -> (values, checks)`` for random variables with
+    scalar parameters and draws: params in float64, one element per draw."""
+
+    def decorate(sample):
+        @register(*rv_classes)
+        def translation(g, node, rng, size, *params):
+            variables = node.inputs[2:]
+            params = [_float(g, var, x) for var, x in zip(variables, params, strict=True)]
+            stream = Stream(g, rng, draw_shape(g, node, size, params))
+            values, checks = sample(g, stream, *params)
+            return stream.next_state, _result(g, node, values, checks)
+
+        translation.__doc__ = sample.__doc__
+        return sample
+
+    return decorate
+
+
+def _negative(g, x):
+    return g.Less(x, _f64(g, 0.0))
+
+
+@univariate(ptr.UniformRV)
+def uniform(g, s, low, high):
+    """low + (high - low) u."""
+    width = g.Sub(high, low)
+    bad = g.Or(g.IsNaN(width), g.IsInf(width))
+    return g.Add(low, g.Mul(width, s.uniform(g, 0))), [
+        (bad, OverflowError, "high - low range exceeds valid bounds")
+    ]
+
+
+@univariate(ptr.NormalRV)
+def normal(g, s, loc, scale):
+    """loc + scale z, z by Box-Muller."""
+    return g.Add(loc, g.Mul(scale, s.normal(g, 0))), [
+        (_negative(g, scale), ValueError, "scale < 0")
+    ]
+
+
+@univariate(ptr.HalfNormalRV)
+def halfnormal(g, s, loc, scale):
+    """loc + scale |z|."""
+    bad = g.Not(g.GreaterOrEqual(scale, _f64(g, 0.0)))
+    return g.Add(loc, g.Mul(scale, g.Abs(s.normal(g, 0)))), [
+        (bad, ValueError, _scipy_domain("halfnorm"))
+    ]
+
+
+@univariate(ptr.LogNormalRV)
+def lognormal(g, s, mean, sigma):
+    """exp(mean + sigma z)."""
+    return g.Exp(g.Add(mean, g.Mul(sigma, s.normal(g, 0)))), [
+        (_negative(g, sigma), ValueError, "sigma < 0")
+    ]
+
+
+@univariate(ptr.ExponentialRV)
+def exponential(g, s, scale):
+    """-scale log(u)."""
+    return g.Mul(g.Neg(scale), g.Log(s.uniform(g, 0))), [
+        (_negative(g, scale), ValueError, "scale < 0")
+    ]
+
+
+@univariate(ptr.WeibullRV)
+def weibull(g, s, a):
+    """(-log u)^(1/a), and 0 where a = 0 (NumPy's)."""
+    zero = _f64(g, 0.0)
+    draws = g.Pow(g.Neg(g.Log(s.uniform(g, 0))), g.Reciprocal(a))
+    return g.Where(g.Equal(a, zero), zero, draws), [(_negative(g, a), ValueError, "a < 0")]
+
+
+@univariate(ptr.LogisticRV)
+def logistic(g, s, loc, scale):
+    """loc + scale log(u / (1 - u))."""
+    u = s.uniform(g, 0)
+    logit = g.Log(g.Div(u, g.Sub(_f64(g, 1.0), u)))
+    return g.Add(loc, g.Mul(scale, logit)), [(_negative(g, scale), ValueError, "scale < 0")]
+
+
+@univariate(ptr.GumbelRV)
+def gumbel(g, s, loc, scale):
+    """loc - scale log(-log u)."""
+    draws = g.Sub(loc, g.Mul(scale, g.Log(g.Neg(g.Log(s.uniform(g, 0))))))
+    bad = g.Not(g.GreaterOrEqual(scale, _f64(g, 0.0)))
+    return draws, [(bad, ValueError, _scipy_domain("gumbel_r"))]
+
+
+@univariate(ptr.LaplaceRV)
+def laplace(g, s, loc, scale):
+    """loc + scale log(2u) for u < 1/2, loc - scale log(2 - 2u) above."""
+    u = s.uniform(g, 0)
+    two = _f64(g, 2.0)
+    lower = g.Log(g.Mul(two, u))
+    upper = g.Neg(g.Log(g.Sub(two, g.Mul(two, u))))
+    step = g.Where(g.Less(u, _f64(g, 0.5)), lower, upper)
+    return g.Add(loc, g.Mul(scale, step)), [(_negative(g, scale), ValueError, "scale < 0")]
+
+
+def _tan_half_pi(g, u):
+    """tan(pi u / 2) for u in (0, 1), as sin / cos (ONNX Runtime has no float64 Tan)."""
+    angle = g.Mul(_f64(g, np.pi / 2), u)
+    return g.Div(g.Sin(angle), g.Cos(angle))
+
+
+@univariate(ptr.CauchyRV)
+def cauchy(g, s, loc, scale):
+    """loc + scale tan(pi (u - 1/2)), as -cot(pi u) = -cos(pi u) / sin(pi u)."""
+    angle = g.Mul(_f64(g, np.pi), s.uniform(g, 0))
+    step = g.Neg(g.Div(g.Cos(angle), g.Sin(angle)))
+    bad = g.Not(g.GreaterOrEqual(scale, _f64(g, 0.0)))
+    return g.Add(loc, g.Mul(scale, step)), [(bad, ValueError, _scipy_domain("cauchy"))]
+
+
+@univariate(ptr.HalfCauchyRV)
+def halfcauchy(g, s, loc, scale):
+    """loc + scale tan(pi u / 2)."""
+    bad = g.Not(g.GreaterOrEqual(scale, _f64(g, 0.0)))
+    return g.Add(loc, g.Mul(scale, _tan_half_pi(g, s.uniform(g, 0)))), [
+        (bad, ValueError, _scipy_domain("halfcauchy"))
+    ]
+
+
+@univariate(ptr.ParetoRV)
+def pareto(g, s, b, scale):
+    """scale u^(-1/b) (SciPy's pareto)."""
+    zero = _f64(g, 0.0)
+    bad = g.Or(g.Not(g.Greater(b, zero)), g.Not(g.GreaterOrEqual(scale, zero)))
+    draws = g.Mul(scale, g.Pow(s.uniform(g, 0), g.Neg(g.Reciprocal(b))))
+    return draws, [(bad, ValueError, _scipy_domain("pareto"))]
+
+
+@univariate(ptr.TriangularRV)
+def triangular(g, s, left, mode, right):
+    """NumPy's inverse CDF: left + sqrt(u (right - left)(mode - left)) below the mode's
+    probability, right - sqrt((1 - u)(right - left)(right - mode)) above."""
+    u = s.uniform(g, 0)
+    width = g.Sub(right, left)
+    left_width, right_width = g.Sub(mode, left), g.Sub(right, mode)
+    below = g.Add(left, g.Sqrt(g.Mul(u, g.Mul(width, left_width))))
+    above = g.Sub(right, g.Sqrt(g.Mul(g.Sub(_f64(g, 1.0), u), g.Mul(width, right_width))))
+    draws = g.Where(g.LessOrEqual(u, g.Div(left_width, width)), below, above)
+    return draws, [
+        (g.Greater(left, mode), ValueError, "left > mode"),
+        (g.Greater(mode, right), ValueError, "mode > right"),
+        (g.Equal(left, right), ValueError, "left == right"),
+    ]
+
+
+@univariate(ptr.TruncExponentialRV)
+def truncexpon(g, s, b, loc, scale):
+    """loc - scale log1p(u expm1(-b)) (SciPy's truncexpon)."""
+    zero = _f64(g, 0.0)
+    mass = g.Sub(_f64(g, 1.0), g.Exp(g.Neg(b)))  # 1 - exp(-b) > 0.6 b: no cancellation that matters
+    step = g.Neg(g.Log(g.Sub(_f64(g, 1.0), g.Mul(s.uniform(g, 0), mass))))
+    bad = g.Or(g.Not(g.Greater(b, zero)), g.Not(g.GreaterOrEqual(scale, zero)))
+    return g.Add(loc, g.Mul(scale, step)), [(bad, ValueError, _scipy_domain("truncexpon"))]
+
+
+@univariate(ptr.WaldRV)
+def wald(g, s, mean, scale):
+    """NumPy's (Michael, Schucany and Haas): y = mean z^2, x = mean + mean/(2 scale) (y -
+    sqrt(4 scale y + y^2)), kept where u <= mean / (mean + x), else mean^2 / x."""
+    z = s.normal(g, 0)
+    y = g.Mul(mean, g.Mul(z, z))
+    half_ratio = g.Div(mean, g.Mul(_f64(g, 2.0), scale))
+    root = g.Sqrt(g.Add(g.Mul(g.Mul(_f64(g, 4.0), scale), y), g.Mul(y, y)))
+    x = g.Add(mean, g.Mul(half_ratio, g.Sub(y, root)))
+    keep = g.LessOrEqual(s.uniform(g, 0, lane=1), g.Div(mean, g.Add(mean, x)))
+    draws = g.Where(keep, x, g.Div(g.Mul(mean, mean), x))
+    zero = _f64(g, 0.0)
+    return draws, [
+        (g.LessOrEqual(mean, zero), ValueError, "mean <= 0"),
+        (g.LessOrEqual(scale, zero), ValueError, "scale <= 0"),
+    ]
+
+
+@univariate(ptr.BernoulliRV)
+def bernoulli(g, s, p):
+    """1 where u < p."""
+    bad = g.Not(g.And(g.GreaterOrEqual(p, _f64(g, 0.0)), g.LessOrEqual(p, _f64(g, 1.0))))
+    draws = g.Cast(g.Less(s.uniform(g, 0), p), to=F64)
+    return draws, [(bad, ValueError, _scipy_domain("bernoulli"))]
+
+
+@univariate(ptr.GeometricRV)
+def geometric(g, s, p):
+    """The trials to the first success: max(1, ceil(log u / log1p(-p)))."""
+    one = _f64(g, 1.0)
+    trials = g.Ceil(g.Div(g.Log(s.uniform(g, 0)), inline(g, log1p, g.Neg(p))))
+    bad = g.Not(g.And(g.Greater(p, _f64(g, 0.0)), g.LessOrEqual(p, one)))
+    return g.Max(trials, one), [(bad, ValueError, "p <= 0, p > 1 or p contains NaNs")]
+
+
+# ---------------------------------------------------------------- gamma and its family
+
+
+def _finite(g, x):
+    return g.Not(g.Or(g.IsNaN(x), g.IsInf(x)))
+
+
+def log_standard_gamma(g, s, alpha, lane: int):
+    """log of a standard gamma draw of shape `alpha` per element, by Marsaglia and Tsang's
+    rejection (2000): d = a - 1/3, v = (1 + x / sqrt(9 d))^3 for a normal x, accepted where
+    log u < x^2/2 + d - d v + d log v; a = alpha + 1 boosted by u^(1/alpha) below 1. In logs,
+    so tiny shapes (beta, Dirichlet) keep their draws. Reads lanes lane .. lane + 2."""
+    one = _f64(g, 1.0)
+    small = g.Less(alpha, one)
+    a = g.Where(small, g.Add(alpha, one), alpha)
+    d = g.Sub(a, _f64(g, 1.0 / 3.0))
+    c = g.Reciprocal(g.Sqrt(g.Mul(_f64(g, 9.0), d)))
+    finite = _finite(g, alpha)
+
+    def attempt(g, r):
+        x = s.normal(g, r, lane)
+        t = g.Add(one, g.Mul(c, x))
+        v = g.Mul(g.Mul(t, t), t)
+        log_v = g.Log(v)
+        bound = g.Add(
+            g.Mul(_f64(g, 0.5), g.Mul(x, x)), g.Add(g.Sub(d, g.Mul(d, v)), g.Mul(d, log_v))
+        )
+        accepted = g.And(
+            g.Greater(v, _f64(g, 0.0)), g.Less(g.Log(s.uniform(g, r, lane + 1)), bound)
+        )
+        return g.Add(g.Log(d), log_v), accepted
+
+    value, accepted = attempt(g, 0)
+    # A NaN or infinite shape never accepts: it is its own answer (NaN, inf), at once.
+    value = rejection(g, (value, g.Or(accepted, g.Not(finite))), attempt, "gamma")
+    boost = g.Div(g.Log(s.uniform(g, 0, lane + 2)), alpha)
+    value = g.Where(small, g.Add(value, boost), value)
+    return g.Where(finite, value, g.Log(alpha))
+
+
+@univariate(ptr.GammaRV)
+def gamma(g, s, shape, scale):
+    """scale G, G a standard gamma draw (Marsaglia-Tsang)."""
+    draws = g.Mul(scale, g.Exp(log_standard_gamma(g, s, shape, lane=0)))
+    return draws, [
+        (_negative(g, shape), ValueError, "shape < 0"),
+        (_negative(g, scale), ValueError, "scale < 0"),
+    ]
+
+
+@univariate(ptr.InvGammaRV)
+def invgamma(g, s, shape, scale):
+    """scale / G (PyTensor's 1 / gamma(shape, 1 / scale))."""
+    draws = g.Mul(scale, g.Exp(g.Neg(log_standard_gamma(g, s, shape, lane=0))))
+    return draws, [
+        (_negative(g, shape), ValueError, "shape < 0"),
+        (_negative(g, scale), ValueError, "scale < 0"),
+    ]
+
+
+@univariate(ptr.BetaRV)
+def beta(g, s, a, b):
+    """X / (X + Y) for standard gamma draws X, Y of shapes a, b: sigmoid(log X - log Y)."""
+    log_ratio = g.Sub(log_standard_gamma(g, s, b, lane=3), log_standard_gamma(g, s, a, lane=0))
+    zero = _f64(g, 0.0)
+    draws = g.Reciprocal(g.Add(_f64(g, 1.0), g.Exp(log_ratio)))
+    return draws, [
+        (g.LessOrEqual(a, zero), ValueError, "a <= 0"),
+        (g.LessOrEqual(b, zero), ValueError, "b <= 0"),
+    ]
+
+
+@univariate(ptr.StudentTRV)
+def studentt(g, s, df, loc, scale):
+    """loc + scale z / sqrt(2 G / df), G a standard gamma draw of shape df / 2."""
+    half = _f64(g, 0.5)
+    log_chi2_per_df = g.Add(
+        log_standard_gamma(g, s, g.Mul(half, df), lane=0), g.Log(g.Div(_f64(g, 2.0), df))
+    )
+    t = g.Mul(s.normal(g, 0, lane=3), g.Exp(g.Mul(g.Neg(half), log_chi2_per_df)))
+    zero = _f64(g, 0.0)
+    bad = g.Or(g.Not(g.Greater(df, zero)), g.Not(g.GreaterOrEqual(scale, zero)))
+    return g.Add(loc, g.Mul(scale, t)), [(bad, ValueError, _scipy_domain("t"))]
+
+
+# ---------------------------------------------------------------- Poisson
+
+# NumPy's largest Poisson mean (int64's maximum less ten of its square roots).
+POISSON_LAM_MAX = float(np.iinfo(np.int64).max - np.sqrt(np.iinfo(np.int64).max) * 10)
+
+
+def poisson_draws(g, s, lam, lane: int):
+    """Poisson draws (float64) of mean `lam` >= 0, as NumPy: the multiplication method below
+    10 (the number of uniforms whose product stays above exp(-lam)), Hormann's transformed
+    rejection with squeeze (PTRS, 1993) from 10 on. One while Loop: step r multiplies in
+    block r's uniform for small means and makes attempt r for the others."""
+    ten, zero, one, half = _f64(g, 10.0), _f64(g, 0.0), _f64(g, 1.0), _f64(g, 0.5)
+    large = g.GreaterOrEqual(lam, ten)
+    big = g.Where(large, lam, ten)  # PTRS's constants, harmless where unused
+    slam, loglam = g.Sqrt(big), g.Log(big)
+    b = g.Add(_f64(g, 0.931), g.Mul(_f64(g, 2.53), slam))
+    a = g.Add(_f64(g, -0.059), g.Mul(_f64(g, 0.02483), b))
+    invalpha = g.Add(_f64(g, 1.1239), g.Div(_f64(g, 1.1328), g.Sub(b, _f64(g, 3.4))))
+    vr = g.Sub(_f64(g, 0.9277), g.Div(_f64(g, 3.6224), g.Sub(b, _f64(g, 2.0))))
+    limit = g.Exp(g.Neg(lam))
+
+    def step(g, r, product, value, done):
+        u, v = s.uniforms(g, g.Cast(r, to=U64), lane)
+        # multiplication method: the draw is r where the product first reaches exp(-lam)
+        product = g.Mul(product, u)
+        small_done = g.LessOrEqual(product, limit)
+        # PTRS
+        centred = g.Sub(u, half)
+        us = g.Sub(half, g.Abs(centred))
+        k = g.Floor(
+            g.Add(
+                g.Mul(g.Add(g.Div(g.Mul(_f64(g, 2.0), a), us), b), centred),
+                g.Add(big, _f64(g, 0.43)),
+            )
+        )
+        quick = g.And(g.GreaterOrEqual(us, _f64(g, 0.07)), g.LessOrEqual(v, vr))
+        reject = g.Or(g.Less(k, zero), g.And(g.Less(us, _f64(g, 0.013)), g.Greater(v, us)))
+        log_ratio = g.Sub(
+            g.Add(g.Log(v), g.Log(invalpha)), g.Log(g.Add(g.Div(a, g.Mul(us, us)), b))
+        )
+        k_safe = g.Max(k, zero)
+        log_target = g.Sub(
+            g.Add(g.Neg(big), g.Mul(k_safe, loglam)), inline(g, gammaln, g.Add(k_safe, one))
+        )
+        large_done = g.Or(quick, g.And(g.Not(reject), g.LessOrEqual(log_ratio, log_target)))
+        accepted = g.Or(g.And(large, large_done), g.And(g.Not(large), small_done))
+        candidate = g.Where(large, k, g.Cast(r, to=F64))
+        value = g.Where(g.And(accepted, g.Not(done)), candidate, value)
+        done = g.Or(done, accepted)
+        return g.Not(_all(g, done)), product, value, done
+
+    shape = g.Shape(g.Add(lam, s.uniform(g, 0, lane)))  # lam broadcast to the draw's shape
+    ones = g.Expand(one, shape)
+    state = [ones, g.Expand(zero, shape), g.Cast(g.Expand(zero, shape), to=BOOL)]
+    _, value, _ = loop(g, None, state, step, "poisson", condition=constant(g, True, "bool"))
+    return value
+
+
+@univariate(ptr.PoissonRV)
+def poisson(g, s, lam):
+    """NumPy's samplers: multiplication below a mean of 10, PTRS from 10 on."""
+    bad_mean = g.Or(_negative(g, lam), g.IsNaN(lam))
+    safe = g.Where(bad_mean, _f64(g, 0.0), lam)  # no endless Loop on NaN
+    return poisson_draws(g, s, safe, lane=0), [
+        (bad_mean, ValueError, "lam < 0 or lam is NaN"),
+        (g.Greater(lam, _f64(g, POISSON_LAM_MAX)), ValueError, "lam value too large"),
+    ]
+
+
+@univariate(ptr.NegBinomialRV)
+def negative_binomial(g, s, n, p):
+    """Poisson draws of gamma-distributed means, gamma(n, (1 - p) / p) (NumPy's)."""
+    zero, one = _f64(g, 0.0), _f64(g, 1.0)
+    bad = g.Not(g.And(g.Greater(n, zero), g.And(g.Greater(p, zero), g.LessOrEqual(p, one))))
+    safe_n = g.Where(bad, one, n)
+    safe_p = g.Where(bad, one, p)
+    scale = g.Div(g.Sub(one, safe_p), safe_p)
+    lam = g.Mul(scale, g.Exp(log_standard_gamma(g, s, safe_n, lane=0)))
+    return poisson_draws(g, s, lam, lane=3), [(bad, ValueError, _scipy_domain("nbinom"))]
+
+
+# ---------------------------------------------------------------- integers and categories
+
+
+@register(ptr.IntegersRV)
+def integers(g, node, rng, size, low, high):
+    """low + w mod (high - low) for a 64-bit word w, redrawn where w < 2^64 mod (high - low)
+    (those would favour the small remainders): exactly uniform, in unsigned 64-bit arithmetic
+    so that any int64 range works."""
+    int64 = ir.DataType.INT64
+    low = g.Cast(low, to=int64) if node.inputs[2].type.dtype != "int64" else low
+    high = g.Cast(high, to=int64) if node.inputs[3].type.dtype != "int64" else high
+    shape = draw_shape(g, node, size, [low, high])
+    s = Stream(g, rng, shape)
+    width = g.Sub(g.Cast(high, to=U64), g.Cast(low, to=U64))
+    empty = g.GreaterOrEqual(low, high)
+    width = g.Where(empty, _u64(g, 1), width)  # no division by zero before the check raises
+    threshold = g.Mod(g.Sub(_u64(g, 0), width), width)
+
+    def attempt(g, r):
+        word = s.words64(g, r)
+        return g.Mod(word, width), g.GreaterOrEqual(word, threshold)
+
+    offset = rejection(g, attempt(g, 0), attempt, "integers", "uint64")
+    draws = g.Cast(g.Add(g.Cast(low, to=U64), offset), to=int64)
+    dtype = node.outputs[1].type.dtype
+    if dtype != "int64":
+        draws = g.Cast(draws, to=onnx_dtype(dtype))
+    return s.next_state, raise_if(g, empty, draws, ValueError, "low >= high")
+
+
+@register(ptr.CategoricalRV)
+def categorical(g, node, rng, size, p):
+    """The number of cumulative probabilities below a uniform u (PyTensor's searchsorted)."""
+    p = _float(g, node.inputs[2], p)
+    static = node.outputs[1].type.shape
+    if None not in static:
+        shape = _i64(g, np.array(static, dtype=np.int64))
+    elif not _is_none(node.inputs[1]):
+        shape = draw_shape(g, node, size, [])
+    else:
+        shape = g.Shape(p, end=-1)
+    s = Stream(g, rng, shape)
+    cdf = g.CumSum(p, _i64(g, -1))
+    below = g.Less(cdf, g.Unsqueeze(s.uniform(g, 0), _i64(g, [-1])))
+    draws = g.ReduceSum(g.Cast(below, to=ir.DataType.INT64), _i64(g, [-1]), keepdims=0)
+    dtype = node.outputs[1].type.dtype
+    return s.next_state, draws if dtype == "int64" else g.Cast(draws, to=onnx_dtype(dtype))
+
+
+# ---------------------------------------------------------------- multivariate
+
+
+def _support_shape(g, node, size, batch_of_params, core):
+    """The draw's shape: static where known, else `size` (or the parameters' batch shape)
+    followed by the `core` dims (an int64 vector)."""
+    static = node.outputs[1].type.shape
+    if None not in static:
+        return _i64(g, np.array(static, dtype=np.int64))
+    if not _is_none(node.inputs[1]):
+        batch = size if node.inputs[1].type.dtype == "int64" else g.Cast(size, to=ir.DataType.INT64)
+    else:
+        batch = batch_of_params()
+    return g.Concat(batch, core, axis=0)
+
+
+@register(ptr.DirichletRV)
+def dirichlet(g, node, rng, size, alphas):
+    """Standard gamma draws of the alphas, normalised: a softmax of their logarithms."""
+    alphas = _float(g, node.inputs[2], alphas)
+    shape = _support_shape(
+        g, node, size, lambda: g.Shape(alphas, end=-1), g.Shape(alphas, start=-1)
+    )
+    s = Stream(g, rng, shape)
+    alphas_full = g.Expand(alphas, shape)
+    safe = g.Where(_negative(g, alphas_full), _f64(g, 1.0), alphas_full)
+    logs = log_standard_gamma(g, s, safe, lane=0)
+    top = g.ReduceMax(logs, _i64(g, [-1]), keepdims=1)
+    weights = g.Exp(g.Sub(logs, top))
+    draws = g.Div(weights, g.ReduceSum(weights, _i64(g, [-1]), keepdims=1))
+    checks = [(_negative(g, alphas), ValueError, "alpha < 0")]
+    return s.next_state, _result(g, node, draws, checks)
+
+
+@register_check(ptr.MvNormalRV)
+def mvnormal_method(node):
+    if node.op.method != "cholesky":
+        return (
+            f'method="{node.op.method}" is not translated (its factor comes from an '
+            f'{node.op.method} decomposition): use method="cholesky", the default'
+        )
+    return None
+
+
+@register(ptr.MvNormalRV)
+def multivariate_normal(g, node, rng, size, mean, cov):
+    """mean + L z, L the Cholesky factor of cov and z standard normal (NumPy's method)."""
+    mean, cov = _float(g, node.inputs[2], mean), _float(g, node.inputs[3], cov)
+    shape = _support_shape(
+        g,
+        node,
+        size,
+        lambda: g.Shape(
+            g.Add(
+                g.Unsqueeze(g.Shape(mean, end=-1), _i64(g, [0])),
+                g.Mul(g.Shape(cov, end=-2), _i64(g, 0)),
+            )
+        ),
+        g.Shape(mean, start=-1),
+    )
+    s = Stream(g, rng, shape)
+    rank = node.inputs[3].type.ndim
+    factor = lower_factor(g, cov, "float64", True, rank, node.inputs[3].type.shape[-1])
+    z = g.Unsqueeze(s.normal(g, 0), _i64(g, [-1]))
+    draws = g.Add(mean, g.Squeeze(g.MatMul(factor, z), _i64(g, [-1])))
+    checks = [(g.IsNaN(factor), LinAlgError, "Matrix is not positive definite")]
+    return s.next_state, _result(g, node, draws, checks)
+
+
+@register(ptr.PermutationRV)
+def permutation(g, node, rng, size, x):
+    """x (or arange(x) for an integer x) in the order of uniform keys, one per element."""
+    scalar = node.op.ndims_params[0] == 0
+    if scalar:
+        count = g.Cast(g.Reshape(x, _i64(g, [1])), to=ir.DataType.INT64)
+        shape = _support_shape(g, node, size, lambda: _i64(g, np.zeros(0, np.int64)), count)
+    else:
+        shape = _support_shape(g, node, size, lambda: g.Shape(x, end=-1), g.Shape(x, start=-1))
+    s = Stream(g, rng, shape)
+    keys = s.uniform(g, 0)
+    _, order = g.TopK(keys, g.Shape(keys, start=-1), axis=-1, largest=1, sorted=1, _outputs=2)
+    if scalar:
+        draws = order
+    else:
+        draws = g.GatherElements(g.Expand(x, shape), order, axis=-1)
+    dtype = node.outputs[1].type.dtype
+    if scalar and dtype != "int64":
+        draws = g.Cast(draws, to=onnx_dtype(dtype))
+    return s.next_state, draws
