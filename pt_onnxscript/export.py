@@ -23,10 +23,12 @@ from pt_onnxscript.linker import (
     tensor_bytes,
 )
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset
+from pt_onnxscript.rng import generator_from_state, is_random_state, state_from_generator
 from pt_onnxscript.translate import baked_copy, fgraph_to_model
 from pt_onnxscript.types import Dim
 
 SHARED_CHOICES = ("bake", "input")
+RANDOM_STATE_CHOICES = ("input", "bake")
 
 
 class TensorSpec(NamedTuple):
@@ -69,16 +71,24 @@ def function_to_model(
     shared: str = "bake",
     output_names: Sequence[str] | None = None,
     optimize: bool = True,
+    random_state: str = "input",
 ) -> ir.Model:
     """The ONNX model of compiled function `fn` (its rewritten graph, as it runs)."""
     if shared not in SHARED_CHOICES:
         raise ValueError(f"shared must be one of {SHARED_CHOICES}, not {shared!r}")
+    if random_state not in RANDOM_STATE_CHOICES:
+        raise ValueError(
+            f"random_state must be one of {RANDOM_STATE_CHOICES}, not {random_state!r}"
+        )
     fgraph = fn.maker.fgraph
     specs = fn.maker.inputs
-    input_names, baked = [], {}
+    input_names, baked, states = [], {}, {}
     for i, (var, spec) in enumerate(zip(fgraph.inputs, specs, strict=True)):
         input_names.append(spec.name or var.name or f"input_{i}")
-        if spec.shared and shared == "bake":
+        if spec.shared and is_random_state(var):
+            if random_state == "bake":
+                states[i] = state_from_generator(spec.variable.get_value(borrow=True))
+        elif spec.shared and shared == "bake":
             baked[var] = spec.variable.get_value(borrow=True)
 
     n_user = len(fn.maker.outputs)
@@ -90,6 +100,8 @@ def function_to_model(
         raise ValueError(f"output_names has {len(output_names)} names for {n_user} outputs")
     if baked:
         fgraph, baked = baked_copy(fgraph, baked)
+    # A baked random state is an initializer: the same draws every call (a fixed seed).
+    baked.update({fgraph.inputs[i]: state for i, state in states.items()})
     update_mapping = getattr(fgraph, "update_mapping", None) or {}
     names = list(output_names)
     for out_idx in range(n_user, len(fgraph.outputs)):
@@ -159,6 +171,7 @@ def export_onnx(
     output_names: Sequence[str] | None = None,
     external_data: bool | None = None,
     optimize: bool = True,
+    random_state: str = "input",
 ) -> onnx.ModelProto:
     """Export a PyTensor graph to ONNX and return the checked model.
 
@@ -170,6 +183,11 @@ def export_onnx(
     its tensors go to ``<file name>.data`` beside it with `external_data=True`, and always
     when they pass 2 GB (a model that large needs a `path`). `optimize=False` skips the
     ONNX-level optimisation (constant folding, CSE, ...), to see each translation's nodes.
+
+    A random generator is a ``uint64[2]`` state (pt_onnxscript.rng): a shared one is an input
+    named after it, its advanced state the output ``<name>_updated`` (feed it back for new
+    draws); ``random_state="bake"`` stores its current state instead, so every run gives
+    the same draws.
     """
     check_opset(opset)
     model = function_to_model(
@@ -179,6 +197,7 @@ def export_onnx(
         shared=shared,
         output_names=output_names,
         optimize=optimize,
+        random_state=random_state,
     )
     if path is None:
         if external_data:
@@ -246,13 +265,29 @@ class ONNXFunction:
         self.outputs = [outputs] if self._single else list(outputs)
         compiled = compile_for_export(self.inputs, self.outputs)
         self._ir_model = function_to_model(compiled, dims=self._dims, **export_kwargs)
-        baked = export_kwargs.get("shared", "bake") == "bake"
-        fed = [spec for spec in compiled.maker.inputs if not (spec.shared and baked)]
+        baked_tensors = export_kwargs.get("shared", "bake") == "bake"
+        baked_states = export_kwargs.get("random_state", "input") == "bake"
+        fgraph = compiled.maker.fgraph
+        fed = [
+            spec
+            for spec, var in zip(compiled.maker.inputs, fgraph.inputs, strict=True)
+            if not (spec.shared and (baked_states if is_random_state(var) else baked_tensors))
+        ]
         names = [value.name for value in self._ir_model.graph.inputs]
         self.input_names = names
         self._shared = {
             name: spec.variable for name, spec in zip(names, fed, strict=True) if spec.shared
         }
+        # What a call updates, as a PyTensor function would: (output index, shared variable)
+        # for the fed shared variables with (default) updates.
+        update_mapping = getattr(fgraph, "update_mapping", None) or {}
+        fed_variables = {id(spec.variable) for spec in fed if spec.shared}
+        self._n_outputs = len(self.outputs)
+        self._updates = [
+            (out, compiled.maker.inputs[inp].variable)
+            for out, inp in update_mapping.items()
+            if id(compiled.maker.inputs[inp].variable) in fed_variables
+        ]
         self._large = tensor_bytes(self._ir_model) > EXTERNAL_DATA_BYTES
         self.model = None if self._large else to_proto(self._ir_model, dims=self._dims)
         self._checks = model_checks(self._ir_model)
@@ -275,11 +310,23 @@ class ONNXFunction:
             feeds[name] = _checked_array(bound.arguments[name], var, name, shape)
         for name, variable in self._shared.items():
             value = given[name] if name in given else variable.get_value(borrow=True)
-            feeds[name] = _checked_array(value, variable, name, variable.type.shape)
+            if is_random_state(variable):
+                feeds[name] = state_from_generator(value)
+            else:
+                feeds[name] = _checked_array(value, variable, name, variable.type.shape)
         if self._session is None:
             self._session = inference_session(self._ir_model)
         with raising_checks(self._checks):
             results = self._session.run(None, feeds)
+        for out, variable in self._updates:
+            value = results[out]
+            variable.set_value(
+                generator_from_state(value) if is_random_state(variable) else value, borrow=True
+            )
+        results = [
+            generator_from_state(value) if is_random_state(var) else value
+            for var, value in zip(self.outputs, results, strict=False)
+        ]
         return results[0] if self._single else tuple(results)
 
 
@@ -337,6 +384,7 @@ def onnx_export(
     shared: str = "bake",
     output_names: Sequence[str] | None = None,
     optimize: bool = True,
+    random_state: str = "input",
     **input_specs,
 ):
     """Decorate a function that builds a PyTensor graph from symbolic inputs.
@@ -355,6 +403,7 @@ def onnx_export(
             shared=shared,
             output_names=output_names,
             optimize=optimize,
+            random_state=random_state,
         )
 
     return decorate if fn is None else decorate(fn)
