@@ -416,6 +416,16 @@ def test_shapes_from_size_and_broadcast_parameters():
     assert a.shape == (2, 3) and b.shape == (4, 1, 3)
     a, b = f(np.zeros((0, 1)), np.ones(3), 0)
     assert a.shape == (0, 3) and b.shape == (0, 1, 3)
+    # Empty draws, Loops included.
+    outs = [
+        R.gamma(2.0, 1.0, size=(n, 2), rng=rng),
+        R.poisson(3.0, size=(n,), rng=rng),
+        R.integers(0, 5, size=(n,), rng=rng),
+        R.dirichlet(np.ones(3), size=(n,), rng=rng),
+    ]
+    g = pytensor.function([n], outs, mode="ONNX")
+    assert [v.shape for v in g(0)] == [(0, 2), (0,), (0,), (0, 3)]
+    assert [v.shape for v in g(2)] == [(2, 2), (2,), (2,), (2, 3)]
     scalar = draws(lambda r: R.normal(rng=r))
     assert scalar.shape == () and scalar.dtype == "float64"
     # Parameters mean what NumPy says, element by element.

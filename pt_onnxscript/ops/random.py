@@ -106,10 +106,13 @@ def _all(g, mask):
 class Stream:
     """The Philox blocks of a draw of `shape` (an int64 vector) from random state `state`
     (``[key, counter]``): element e of the draw reads the blocks of counter ``counter + e``;
-    ``next_state`` is ``[key, counter + N]``."""
+    ``next_state`` is ``[key, counter + N]``.
 
-    def __init__(self, g, state, shape):
-        self.shape = shape
+    Block 0 of the first `lanes` lanes (what a sampler reads outside its Loops) is computed
+    by one Philox over all of them at first use: ONNX Runtime's cost is per node."""
+
+    def __init__(self, g, state, shape, lanes: int = 1):
+        self.shape, self.lanes, self._first = shape, lanes, None
         count = g.ReduceProd(shape, keepdims=0)  # 1 for a 0-d draw (an empty shape)
         key = g.Slice(state, _i64(g, [0]), _i64(g, [1]))
         base = g.Slice(state, _i64(g, [1]), _i64(g, [2]))
@@ -125,41 +128,67 @@ class Stream:
         advanced = g.Add(base, g.Cast(g.Unsqueeze(count, _i64(g, [0])), to=U64))
         self.next_state = g.Concat(key, advanced, axis=0)
 
-    def words(self, g, block, lane: int):
-        """Philox's four words for counter (element, block, lane), as ``(a, b)`` with
-        ``a = [w0, w2]`` and ``b = [w1, w3]``, each [2, N]; `block` an int or 0-d uint64."""
+    def words(self, g, block, lanes: list[int]):
+        """Philox's four words for the counters (element, block, lane) of each of `lanes`, as
+        ``(a, b)`` with ``a = [w0, w2]`` and ``b = [w1, w3]``, each [2, lanes x N] (lane by
+        lane); `block` an int or a 0-d uint64."""
         block = _u64(g, block) if isinstance(block, int) else block
-        a = g.Concat(self.low, g.Add(self.zeros, block), axis=0)
-        b = g.Concat(self.high, g.Add(self.zeros, _u64(g, lane)), axis=0)
+        low, high, zeros = self.low, self.high, self.zeros
+        if len(lanes) > 1:
+            repeats = _i64(g, [1, len(lanes)])
+            low, high = g.Tile(low, repeats), g.Tile(high, repeats)
+            lane = g.Add(self.zeros, _u64(g, np.array(lanes, dtype=np.uint64)[:, None]))
+            lane, zeros = g.Reshape(lane, _i64(g, [1, -1])), g.Tile(zeros, repeats)
+        else:
+            lane = g.Add(zeros, _u64(g, lanes[0]))
+        a = g.Concat(low, g.Add(zeros, block), axis=0)
+        b = g.Concat(high, lane, axis=0)
         return inline(g, philox4x32, a, b, self.key)
 
-    def _shaped(self, g, values):
-        values = g.Reshape(values, g.Concat(_i64(g, [2]), self.shape, axis=0))
-        return g.Gather(values, _i64(g, 0), axis=0), g.Gather(values, _i64(g, 1), axis=0)
+    def _shaped(self, g, values, lanes: int):
+        """[2, lanes x N] -> per lane, its two rows in the draw's shape."""
+        shape = g.Concat(_i64(g, [2, lanes]), self.shape, axis=0)
+        values = g.Reshape(values, shape, allowzero=1)  # a 0 in the shape is a size
+        pairs = []
+        for i in range(lanes):
+            rows = g.Gather(values, _i64(g, i), axis=1)
+            pairs.append((g.Gather(rows, _i64(g, 0), axis=0), g.Gather(rows, _i64(g, 1), axis=0)))
+        return pairs
 
-    def uniforms(self, g, block, lane: int = 0):
-        """Two independent float64 uniforms per element, each of the draw's shape:
-        (k + 1/2) 2^-52 for 52 random bits k, in (0, 1) and so is 1 - u (logarithms of
-        either are finite)."""
-        a, b = self.words(g, block, lane)
+    def uniforms_of(self, g, block, lanes: list[int]):
+        """For each of `lanes`, two independent float64 uniforms per element in the draw's
+        shape: (k + 1/2) 2^-52 for 52 random bits k, in (0, 1), and so is 1 - u (logarithms
+        of either are finite). One Philox for them all."""
+        a, b = self.words(g, block, lanes)
         high = g.BitShift(g.BitwiseAnd(a, _u64(g, 0xFFFFF)), _u64(g, 32), direction="LEFT")
         bits = g.Cast(g.BitwiseOr(high, b), to=F64)
-        return self._shaped(g, g.Mul(g.Add(bits, _f64(g, 0.5)), _f64(g, 2.0**-52)))
+        return self._shaped(g, g.Mul(g.Add(bits, _f64(g, 0.5)), _f64(g, 2.0**-52)), len(lanes))
+
+    def uniforms(self, g, block, lane: int = 0):
+        """The two uniforms per element of (block, lane)."""
+        if isinstance(block, int) and block == 0 and lane < self.lanes:
+            if self._first is None:
+                self._first = self.uniforms_of(g, 0, list(range(self.lanes)))
+            return self._first[lane]
+        return self.uniforms_of(g, block, [lane])[0]
 
     def uniform(self, g, block, lane: int = 0):
         return self.uniforms(g, block, lane)[0]
 
     def normal(self, g, block, lane: int = 0):
-        """A standard normal per element: Box-Muller on the block's two uniforms."""
-        u1, u2 = self.uniforms(g, block, lane)
-        radius = g.Sqrt(g.Mul(_f64(g, -2.0), g.Log(u1)))
-        return g.Mul(radius, g.Cos(g.Mul(_f64(g, 2 * np.pi), u2)))
+        return box_muller(g, *self.uniforms(g, block, lane))
 
     def words64(self, g, block, lane: int = 0):
         """A 64-bit random word per element (uint64, of the draw's shape)."""
-        a, b = self.words(g, block, lane)
+        a, b = self.words(g, block, [lane])
         word = g.BitwiseOr(g.BitShift(a, _u64(g, 32), direction="LEFT"), b)
-        return self._shaped(g, word)[0]
+        return self._shaped(g, word, 1)[0][0]
+
+
+def box_muller(g, u1, u2):
+    """A standard normal from two uniforms in (0, 1): sqrt(-2 log u1) cos(2 pi u2)."""
+    radius = g.Sqrt(g.Mul(_f64(g, -2.0), g.Log(u1)))
+    return g.Mul(radius, g.Cos(g.Mul(_f64(g, 2 * np.pi), u2)))
 
 
 def rejection(g, first, attempt, kind: str, dtype: str = "float64"):
@@ -231,16 +260,17 @@ def _not(g, cond):
     return g.Not(cond)
 
 
-def univariate(*rv_classes):
+def univariate(*rv_classes, lanes: int = 1):
     """Register ``sample(g, stream, *params) -> (values, checks)`` for random variables with
-    scalar parameters and draws: params in float64, one element per draw."""
+    scalar parameters and draws: params in float64, one element per draw, block 0 of `lanes`
+    lanes drawn at once."""
 
     def decorate(sample):
         @register(*rv_classes)
         def translation(g, node, rng, size, *params):
             variables = node.inputs[2:]
             params = [_float(g, var, x) for var, x in zip(variables, params, strict=True)]
-            stream = Stream(g, rng, draw_shape(g, node, size, params))
+            stream = Stream(g, rng, draw_shape(g, node, size, params), lanes)
             values, checks = sample(g, stream, *params)
             return stream.next_state, _result(g, node, values, checks)
 
@@ -392,7 +422,7 @@ def truncexpon(g, s, b, loc, scale):
     return g.Add(loc, g.Mul(scale, step)), [(bad, ValueError, _scipy_domain("truncexpon"))]
 
 
-@univariate(ptr.WaldRV)
+@univariate(ptr.WaldRV, lanes=2)
 def wald(g, s, mean, scale):
     """NumPy's (Michael, Schucany and Haas): y = mean z^2, x = mean + mean/(2 scale) (y -
     sqrt(4 scale y + y^2)), kept where u <= mean / (mean + x), else mean^2 / x."""
@@ -447,16 +477,18 @@ def log_standard_gamma(g, s, alpha, lane: int):
     finite = _finite(g, alpha)
 
     def attempt(g, r):
-        x = s.normal(g, r, lane)
+        if isinstance(r, int):
+            (u1, u2), (u, _) = s.uniforms(g, r, lane), s.uniforms(g, r, lane + 1)
+        else:
+            (u1, u2), (u, _) = s.uniforms_of(g, r, [lane, lane + 1])
+        x = box_muller(g, u1, u2)
         t = g.Add(one, g.Mul(c, x))
         v = g.Mul(g.Mul(t, t), t)
         log_v = g.Log(v)
         bound = g.Add(
             g.Mul(_f64(g, 0.5), g.Mul(x, x)), g.Add(g.Sub(d, g.Mul(d, v)), g.Mul(d, log_v))
         )
-        accepted = g.And(
-            g.Greater(v, _f64(g, 0.0)), g.Less(g.Log(s.uniform(g, r, lane + 1)), bound)
-        )
+        accepted = g.And(g.Greater(v, _f64(g, 0.0)), g.Less(g.Log(u), bound))
         return g.Add(g.Log(d), log_v), accepted
 
     value, accepted = attempt(g, 0)
@@ -467,7 +499,7 @@ def log_standard_gamma(g, s, alpha, lane: int):
     return g.Where(finite, value, g.Log(alpha))
 
 
-@univariate(ptr.GammaRV)
+@univariate(ptr.GammaRV, lanes=3)
 def gamma(g, s, shape, scale):
     """scale G, G a standard gamma draw (Marsaglia-Tsang)."""
     draws = g.Mul(scale, g.Exp(log_standard_gamma(g, s, shape, lane=0)))
@@ -477,7 +509,7 @@ def gamma(g, s, shape, scale):
     ]
 
 
-@univariate(ptr.InvGammaRV)
+@univariate(ptr.InvGammaRV, lanes=3)
 def invgamma(g, s, shape, scale):
     """scale / G (PyTensor's 1 / gamma(shape, 1 / scale))."""
     draws = g.Mul(scale, g.Exp(g.Neg(log_standard_gamma(g, s, shape, lane=0))))
@@ -487,7 +519,7 @@ def invgamma(g, s, shape, scale):
     ]
 
 
-@univariate(ptr.BetaRV)
+@univariate(ptr.BetaRV, lanes=6)
 def beta(g, s, a, b):
     """X / (X + Y) for standard gamma draws X, Y of shapes a, b: sigmoid(log X - log Y)."""
     log_ratio = g.Sub(log_standard_gamma(g, s, b, lane=3), log_standard_gamma(g, s, a, lane=0))
@@ -499,7 +531,7 @@ def beta(g, s, a, b):
     ]
 
 
-@univariate(ptr.StudentTRV)
+@univariate(ptr.StudentTRV, lanes=4)
 def studentt(g, s, df, loc, scale):
     """loc + scale z / sqrt(2 G / df), G a standard gamma draw of shape df / 2."""
     half = _f64(g, 0.5)
@@ -581,7 +613,7 @@ def poisson(g, s, lam):
     ]
 
 
-@univariate(ptr.NegBinomialRV)
+@univariate(ptr.NegBinomialRV, lanes=3)
 def negative_binomial(g, s, n, p):
     """Poisson draws of gamma-distributed means, gamma(n, (1 - p) / p) (NumPy's)."""
     zero, one = _f64(g, 0.0), _f64(g, 1.0)
@@ -665,7 +697,7 @@ def dirichlet(g, node, rng, size, alphas):
     shape = _support_shape(
         g, node, size, lambda: g.Shape(alphas, end=-1), g.Shape(alphas, start=-1)
     )
-    s = Stream(g, rng, shape)
+    s = Stream(g, rng, shape, lanes=3)
     alphas_full = g.Expand(alphas, shape)
     safe = g.Where(_negative(g, alphas_full), _f64(g, 1.0), alphas_full)
     logs = log_standard_gamma(g, s, safe, lane=0)
