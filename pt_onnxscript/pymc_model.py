@@ -1,9 +1,15 @@
-"""A PyMC model's log-density and its gradient as one ONNX model (needs the `pymc` extra).
+"""A PyMC model's log-density and gradient, and its prior predictive sampler, as ONNX models
+(needs the `pymc` extra).
 
-The model takes the point as PyMC's samplers see it: one vector of the value variables in
-unconstrained space, raveled and concatenated in `model.value_vars` order. Its layout is
-stored in the model's metadata (key "pt_onnxscript.layout") so the vector can be built and
-read back without PyMC.
+The log-density model takes the point as PyMC's samplers see it: one vector of the value
+variables in unconstrained space, raveled and concatenated in `model.value_vars` order. Its
+layout is stored in the model's metadata (key "pt_onnxscript.layout") so the vector can be
+built and read back without PyMC.
+
+The prior predictive model takes one random state per random variable (``<name>_rng``,
+uint64[2], see pt_onnxscript.rng) and returns one draw of each variable and the advanced
+states (``<name>_rng_updated``): feed those back for the next draw. Its metadata (key
+"pt_onnxscript.prior") lists the draws and the states; `initial_states` seeds them.
 """
 
 import json
@@ -84,3 +90,88 @@ def read_layout(model: onnx.ModelProto) -> list[Slot]:
                 for d in json.loads(entry.value)
             ]
     raise ValueError("the model has no point layout: it was not written by export_logp")
+
+
+PRIOR_KEY = "pt_onnxscript.prior"
+
+
+def export_prior_predictive(model, path=None, *, var_names=None, opset: int | None = None):
+    """Export one draw of `model`'s prior predictive (its random variables and deterministics,
+    or `var_names`), random states in and out, as ``pm.sample_prior_predictive`` draws it.
+    Returns the onnx.ModelProto (also written to `path` if given)."""
+    from pymc.sampling.forward import compile_forward_sampling_function
+    from pymc.util import get_default_varnames
+    from pytensor.compile.mode import Mode
+
+    from pt_onnxscript.export import export_onnx
+    from pt_onnxscript.linker import onnx_rewrites
+    from pt_onnxscript.rng import is_random_state
+    from pt_onnxscript.translate import DEFAULT_OPSET
+
+    wanted = (
+        {var.name for var in model.basic_RVs + model.deterministics}
+        if var_names is None
+        else set(var_names)
+    )
+    names = sorted(get_default_varnames(wanted, include_transformed=False))
+    unknown = wanted.difference(names)
+    if unknown:
+        raise ValueError(f"Unrecognized var_names: {sorted(unknown)}")
+    sampler, _ = compile_forward_sampling_function(
+        [model[name] for name in names],
+        vars_in_trace=[],
+        basic_rvs=model.basic_RVs,
+        givens_dict=None,
+        mode=Mode(linker="py", optimizer=onnx_rewrites()),
+    )
+    # Name each generator after the variable it draws (PyMC's are unnamed) for the export.
+    states = []
+    for spec, var in zip(sampler.maker.inputs, sampler.maker.fgraph.inputs, strict=True):
+        if spec.shared and is_random_state(var):
+            drawn = [
+                out.name
+                for client, _ in sampler.maker.fgraph.clients[var]
+                for out in client.outputs[1:]
+                if out.name
+            ]
+            states.append((spec.variable, f"{drawn[0] if drawn else 'random'}_rng"))
+    old_names = [variable.name for variable, _ in states]
+    try:
+        for variable, name in states:
+            variable.name = name
+        proto = export_onnx(
+            sampler, opset=DEFAULT_OPSET if opset is None else opset, output_names=names
+        )
+    finally:
+        for (variable, _), name in zip(states, old_names, strict=True):
+            variable.name = name
+    draws = [
+        {"name": out.name, "dtype": model[out.name].dtype}
+        for out in proto.graph.output[: len(names)]
+    ]
+    entry = proto.metadata_props.add()
+    entry.key = PRIOR_KEY
+    entry.value = json.dumps(
+        {"draws": draws, "states": [value.name for value in proto.graph.input]}
+    )
+    if path is not None:
+        onnx.save(proto, str(Path(path)))
+    return proto
+
+
+def initial_states(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
+    """Random states seeded by `seed` for the inputs of a model written by
+    `export_prior_predictive` (independent streams, the same for the same seed)."""
+    from pt_onnxscript.rng import state_from_generator
+
+    for entry in model.metadata_props:
+        if entry.key == PRIOR_KEY:
+            names = json.loads(entry.value)["states"]
+            children = np.random.SeedSequence(seed).spawn(len(names))
+            return {
+                name: state_from_generator(np.random.default_rng(child))
+                for name, child in zip(names, children, strict=True)
+            }
+    raise ValueError(
+        "the model has no random states: it was not written by export_prior_predictive"
+    )

@@ -1,13 +1,22 @@
 """PyMC models' log-densities and gradients through mode "ONNX" and export_logp."""
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from pytensor.compile.mode import Mode
+from scipy.stats import ks_2samp, kstest
 
 pm = pytest.importorskip("pymc")
 
-from pt_onnxscript.pymc_model import export_logp, layout, ravel_point, read_layout
+from pt_onnxscript.pymc_model import (
+    export_logp,
+    export_prior_predictive,
+    initial_states,
+    layout,
+    ravel_point,
+    read_layout,
+)
 from pt_onnxscript.testing import assert_same
 
 # Reference: PyTensor's own rewrites with its Python linker (same math as the default mode).
@@ -207,3 +216,90 @@ def test_ravel_point_names_what_is_missing():
     model = glm()
     with pytest.raises(KeyError, match="sigma_log__"):
         ravel_point({"beta": np.zeros(3)}, layout(model))
+
+
+# ---------------------------------------------------------------- random draws
+
+
+def prior_model():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 1, 2)
+        sigma = pm.HalfNormal("sigma", 1)
+        nu = pm.Gamma("nu", 2, 0.5)
+        pm.StudentT("t", nu=nu, mu=mu, sigma=sigma)
+        pm.Poisson("k", 4.0)
+        pm.Dirichlet("w", a=np.array([1.0, 2.0, 3.0]))
+        pm.MvNormal("mv", mu=np.zeros(2), cov=np.array([[1.0, 0.5], [0.5, 2.0]]))
+        pm.Deterministic("twice_mu", 2 * mu)
+    return model
+
+
+def assert_same_distribution(ours, pymc_own, name):
+    ours, pymc_own = np.asarray(ours), np.asarray(pymc_own)
+    assert ours.shape == pymc_own.shape and ours.dtype == pymc_own.dtype, name
+    flat_ours, flat_own = ours.reshape(len(ours), -1), pymc_own.reshape(len(pymc_own), -1)
+    for column in range(flat_ours.shape[1]):
+        pvalue = ks_2samp(flat_ours[:, column], flat_own[:, column]).pvalue
+        assert pvalue > 1e-3, f"{name}[{column}]: p = {pvalue}"
+
+
+def test_draw_and_prior_predictive_in_mode_onnx():
+    model = prior_model()
+    first = pm.draw(model["mu"], draws=5, mode="ONNX", random_seed=3)
+    np.testing.assert_array_equal(pm.draw(model["mu"], draws=5, mode="ONNX", random_seed=3), first)
+    assert len(set(first.tolist())) == 5
+    kwargs = {"draws": 2000, "model": model, "return_inferencedata": False, "random_seed": 1}
+    ours = pm.sample_prior_predictive(compile_kwargs={"mode": "ONNX"}, **kwargs)
+    own = pm.sample_prior_predictive(**kwargs)
+    assert set(ours) == set(own)
+    for name in own:
+        assert_same_distribution(ours[name], own[name], name)
+    np.testing.assert_array_equal(ours["twice_mu"], 2 * ours["mu"])
+    again = pm.sample_prior_predictive(compile_kwargs={"mode": "ONNX"}, **kwargs)
+    np.testing.assert_array_equal(again["t"], ours["t"])
+
+
+def test_posterior_predictive_in_mode_onnx():
+    import arviz as az
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1)
+        pm.Normal("y", mu, 1, observed=np.zeros(4))
+    posterior = az.from_dict(posterior={"mu": np.full((2, 500), 3.0)})
+    ours = pm.sample_posterior_predictive(
+        posterior, model=model, compile_kwargs={"mode": "ONNX"}, random_seed=2, progressbar=False
+    )
+    y = ours.posterior_predictive["y"].values
+    assert y.shape == (2, 500, 4)
+    assert kstest(y.ravel() - 3.0, "norm").pvalue > 1e-3
+
+
+def test_exported_prior_predictive_runs_without_pymc(tmp_path):
+    model = prior_model()
+    path = tmp_path / "prior.onnx"
+    export_prior_predictive(model, path)
+    proto = onnx.load(str(path))
+    onnx.checker.check_model(proto, full_check=True)
+    states = initial_states(proto, seed=7)
+    assert sorted(states) == sorted(f"{v.name}_rng" for v in model.basic_RVs)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in proto.graph.output]
+    n_draws = len(names) - len(states)
+    draws = {name: [] for name in names[:n_draws]}
+    for _ in range(2000):
+        outs = session.run(None, states)
+        for name, value in zip(names[:n_draws], outs):
+            draws[name].append(value)
+        states = {
+            name.removesuffix("_updated"): v for name, v in zip(names[n_draws:], outs[n_draws:])
+        }
+    own = pm.sample_prior_predictive(
+        draws=2000, model=model, return_inferencedata=False, random_seed=1
+    )
+    assert set(draws) == set(own)
+    for name, values in draws.items():
+        assert_same_distribution(np.stack(values), own[name], name)
+    # The same seed gives the same draws; another seed others.
+    first = session.run(None, initial_states(proto, seed=7))[0]
+    np.testing.assert_array_equal(first, session.run(None, initial_states(proto, seed=7))[0])
+    assert not np.array_equal(first, session.run(None, initial_states(proto, seed=8))[0])
