@@ -296,6 +296,14 @@ def test_discrete_distributions_fit_scipy(name):
     assert chi2_pvalue(values, pmf, kmax) > P_MIN
 
 
+def test_poisson_means_on_both_sides_of_the_samplers_boundary_in_one_draw():
+    means = np.array([0.5, 9.99, 10.0, 25.0])
+    values = draws(lambda r: R.poisson(means, size=(N, 4), rng=r))
+    for column, mean in enumerate(means):
+        kmax = int(mean + 6 * np.sqrt(mean) + 3)
+        assert chi2_pvalue(values[:, column], st.poisson(mean).pmf, kmax) > P_MIN
+
+
 def test_integers_over_the_whole_int64_range():
     info = np.iinfo(np.int64)
     values = draws(lambda r: R.integers(info.min, info.max, size=N, rng=r))

@@ -12,6 +12,8 @@ distribution's domain raise the ValueError NumPy or SciPy raise. Rejection sampl
 (gamma, Poisson, integers) run a while Loop over all elements until each has accepted.
 """
 
+import math
+
 import numpy as np
 import onnx_ir as ir
 from numpy.linalg import LinAlgError
@@ -550,27 +552,38 @@ def studentt(g, s, df, loc, scale):
 POISSON_LAM_MAX = float(np.iinfo(np.int64).max - np.sqrt(np.iinfo(np.int64).max) * 10)
 
 
+# Inversion below a mean of 10 sums the probabilities of 0 .. 51: what lies beyond (< 1e-18)
+# is below float64's resolution of the uniform.
+_SMALL_COUNTS = np.arange(52, dtype=np.float64)
+_LOG_FACTORIALS = np.array([math.lgamma(k + 1.0) for k in _SMALL_COUNTS])
+
+
 def poisson_draws(g, s, lam, lane: int):
-    """Poisson draws (float64) of mean `lam` >= 0, as NumPy: the multiplication method below
-    10 (the number of uniforms whose product stays above exp(-lam)), Hormann's transformed
-    rejection with squeeze (PTRS, 1993) from 10 on. One while Loop: step r multiplies in
-    block r's uniform for small means and makes attempt r for the others."""
+    """Poisson draws (float64) of mean `lam` >= 0: below 10, by inversion (the number of
+    cumulative probabilities F(0), ..., F(51) below a uniform: no Loop); from 10 on, by
+    Hormann's transformed rejection with squeeze (PTRS, 1993), NumPy's sampler, in a while
+    Loop of attempts that only elements with large means enter. Reads lanes lane, lane + 1."""
     ten, zero, one, half = _f64(g, 10.0), _f64(g, 0.0), _f64(g, 1.0), _f64(g, 0.5)
     large = g.GreaterOrEqual(lam, ten)
-    big = g.Where(large, lam, ten)  # PTRS's constants, harmless where unused
+
+    # inversion
+    small = g.Unsqueeze(g.Where(large, zero, lam), _i64(g, [-1]))
+    log_lam = g.Log(g.Max(small, _f64(g, np.finfo(np.float64).tiny)))  # 0 log 0 = 0 at k = 0
+    log_pmf = g.Sub(g.Sub(g.Mul(_f64(g, _SMALL_COUNTS), log_lam), small), _f64(g, _LOG_FACTORIALS))
+    cdf = g.CumSum(g.Exp(log_pmf), _i64(g, -1))
+    below = g.Less(cdf, g.Unsqueeze(s.uniform(g, 0, lane), _i64(g, [-1])))
+    inverted = g.ReduceSum(g.Cast(below, to=F64), _i64(g, [-1]), keepdims=0)
+
+    # PTRS
+    big = g.Where(large, lam, ten)  # its constants, harmless where unused
     slam, loglam = g.Sqrt(big), g.Log(big)
     b = g.Add(_f64(g, 0.931), g.Mul(_f64(g, 2.53), slam))
     a = g.Add(_f64(g, -0.059), g.Mul(_f64(g, 0.02483), b))
     invalpha = g.Add(_f64(g, 1.1239), g.Div(_f64(g, 1.1328), g.Sub(b, _f64(g, 3.4))))
     vr = g.Sub(_f64(g, 0.9277), g.Div(_f64(g, 3.6224), g.Sub(b, _f64(g, 2.0))))
-    limit = g.Exp(g.Neg(lam))
 
-    def step(g, r, product, value, done):
-        u, v = s.uniforms(g, g.Cast(r, to=U64), lane)
-        # multiplication method: the draw is r where the product first reaches exp(-lam)
-        product = g.Mul(product, u)
-        small_done = g.LessOrEqual(product, limit)
-        # PTRS
+    def attempt(g, r):
+        u, v = s.uniforms(g, r, lane + 1)
         centred = g.Sub(u, half)
         us = g.Sub(half, g.Abs(centred))
         k = g.Floor(
@@ -588,23 +601,17 @@ def poisson_draws(g, s, lam, lane: int):
         log_target = g.Sub(
             g.Add(g.Neg(big), g.Mul(k_safe, loglam)), inline(g, gammaln, g.Add(k_safe, one))
         )
-        large_done = g.Or(quick, g.And(g.Not(reject), g.LessOrEqual(log_ratio, log_target)))
-        accepted = g.Or(g.And(large, large_done), g.And(g.Not(large), small_done))
-        candidate = g.Where(large, k, g.Cast(r, to=F64))
-        value = g.Where(g.And(accepted, g.Not(done)), candidate, value)
-        done = g.Or(done, accepted)
-        return g.Not(_all(g, done)), product, value, done
+        accepted = g.Or(quick, g.And(g.Not(reject), g.LessOrEqual(log_ratio, log_target)))
+        return k, accepted
 
-    shape = g.Shape(g.Add(lam, s.uniform(g, 0, lane)))  # lam broadcast to the draw's shape
-    ones = g.Expand(one, shape)
-    state = [ones, g.Expand(zero, shape), g.Cast(g.Expand(zero, shape), to=BOOL)]
-    _, value, _ = loop(g, None, state, step, "poisson", condition=constant(g, True, "bool"))
-    return value
+    k, accepted = attempt(g, 0)
+    rejected = rejection(g, (k, g.Or(accepted, g.Not(large))), attempt, "poisson")
+    return g.Where(large, rejected, inverted)
 
 
-@univariate(ptr.PoissonRV)
+@univariate(ptr.PoissonRV, lanes=2)
 def poisson(g, s, lam):
-    """NumPy's samplers: multiplication below a mean of 10, PTRS from 10 on."""
+    """Inversion below a mean of 10, NumPy's PTRS from 10 on."""
     bad_mean = g.Or(_negative(g, lam), g.IsNaN(lam))
     safe = g.Where(bad_mean, _f64(g, 0.0), lam)  # no endless Loop on NaN
     return poisson_draws(g, s, safe, lane=0), [
@@ -613,7 +620,7 @@ def poisson(g, s, lam):
     ]
 
 
-@univariate(ptr.NegBinomialRV, lanes=3)
+@univariate(ptr.NegBinomialRV, lanes=5)
 def negative_binomial(g, s, n, p):
     """Poisson draws of gamma-distributed means, gamma(n, (1 - p) / p) (NumPy's)."""
     zero, one = _f64(g, 0.0), _f64(g, 1.0)
