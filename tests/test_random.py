@@ -232,6 +232,14 @@ CONTINUOUS = {
     ),
     "beta": (lambda r, d: R.beta(0.5, 2.0, size=N, rng=r, dtype=d), st.beta(0.5, 2)),
     "t": (lambda r, d: R.t(4.0, 1.0, 2.0, size=N, rng=r, dtype=d), st.t(4, 1, 2)),
+    "gengamma": (
+        lambda r, d: R.gengamma(3.0, 1.5, 2.0, size=N, rng=r, dtype=d),
+        st.gengamma(2.0, 1.5, scale=2.0),
+    ),
+    "gengamma_negative_power": (
+        lambda r, d: R.gengamma(-3.0, -1.5, 2.0, size=N, rng=r, dtype=d),
+        st.gengamma(2.0, -1.5, scale=2.0),
+    ),
 }
 
 
@@ -276,6 +284,26 @@ DISCRETE = {
         st.nbinom(3, 0.4).pmf,
         25,
     ),
+    "binomial_small_mean": (
+        lambda r: R.binomial(1000, 0.004, size=N, rng=r),
+        st.binom(1000, 0.004).pmf,
+        15,
+    ),
+    "binomial_large_mean": (
+        lambda r: R.binomial(200, 0.3, size=N, rng=r),
+        st.binom(200, 0.3).pmf,
+        100,
+    ),
+    "binomial_p_above_half": (
+        lambda r: R.binomial(50, 0.9, size=N, rng=r),
+        st.binom(50, 0.9).pmf,
+        50,
+    ),
+    "beta_binomial": (
+        lambda r: R.betabinom(30, 2.0, 3.0, size=N, rng=r),
+        st.betabinom(30, 2.0, 3.0).pmf,
+        30,
+    ),
     "bernoulli": (lambda r: R.bernoulli(0.3, size=N, rng=r), st.bernoulli(0.3).pmf, 1),
     "geometric": (lambda r: R.geometric(0.3, size=N, rng=r), st.geom(0.3).pmf, 15),
     "integers": (lambda r: R.integers(-3, 7, size=N, rng=r) + 3, lambda k: np.full(len(k), 0.1), 9),
@@ -302,6 +330,19 @@ def test_poisson_means_on_both_sides_of_the_samplers_boundary_in_one_draw():
     for column, mean in enumerate(means):
         kmax = int(mean + 6 * np.sqrt(mean) + 3)
         assert chi2_pvalue(values[:, column], st.poisson(mean).pmf, kmax) > P_MIN
+
+
+def test_binomial_means_on_both_sides_of_the_samplers_boundary_in_one_draw():
+    n, p = np.array([10, 1000, 25, 100_000]), np.array([0.5, 0.00999, 0.4, 0.5])
+    values = draws(lambda r: R.binomial(n, p, size=(N, 4), rng=r))
+    for column, (trials, prob) in enumerate(zip(n, p, strict=True)):
+        mean, sd = trials * prob, np.sqrt(trials * prob * (1 - prob))
+        low = int(max(0, mean - 6 * sd))
+        shifted = values[:, column] - low
+        pmf = st.binom(trials, prob).pmf
+        assert (
+            chi2_pvalue(shifted, lambda k, pmf=pmf, low=low: pmf(k + low), int(12 * sd) + 2) > P_MIN
+        )
 
 
 def test_integers_over_the_whole_int64_range():
@@ -363,6 +404,10 @@ def test_permutations_are_uniform():
         (lambda r: R.bernoulli(np.array([0.0, 1.0]), rng=r), np.array([0, 1])),
         (lambda r: R.geometric(1.0, size=5, rng=r), np.ones(5, np.int64)),
         (lambda r: R.weibull(0.0, size=3, rng=r), np.zeros(3)),
+        (
+            lambda r: R.binomial(np.array([0, 7, 7]), np.array([0.5, 0.0, 1.0]), rng=r),
+            np.array([0, 0, 7]),
+        ),
         (lambda r: R.gamma(np.nan, 1.0, rng=r), np.array(np.nan)),
         (lambda r: R.gamma(np.inf, 1.0, rng=r), np.array(np.inf)),
         (lambda r: R.normal(np.nan, 1.0, rng=r), np.array(np.nan)),
@@ -390,7 +435,7 @@ def test_tiny_shapes_keep_their_draws():
     [
         (lambda r: R.normal(0.0, -1.0, rng=r), ValueError, "scale < 0"),
         (lambda r: R.gamma(-1.0, 1.0, rng=r), ValueError, "shape < 0"),
-        (lambda r: R.poisson(np.array([1.0, -1.0]), rng=r), ValueError, "lam < 0"),
+        (lambda r: R.poisson(np.array([1.0, -1.0]), rng=r), ValueError, "lam < 0 or lam contains"),
         (lambda r: R.poisson(1e19, rng=r), ValueError, "lam value too large"),
         (lambda r: R.beta(0.0, 1.0, rng=r), ValueError, "a <= 0"),
         (lambda r: R.geometric(0.0, rng=r), ValueError, "p <= 0, p > 1 or p contains NaNs"),
@@ -400,6 +445,13 @@ def test_tiny_shapes_keep_their_draws():
         (lambda r: R.wald(0.0, 1.0, rng=r), ValueError, "mean <= 0"),
         (lambda r: R.dirichlet(np.array([-1.0, 1.0]), rng=r), ValueError, "alpha < 0"),
         (lambda r: R.halfnormal(0.0, -1.0, rng=r), ValueError, "Domain error in arguments"),
+        (lambda r: R.binomial(-1, 0.5, rng=r), ValueError, "n < 0"),
+        (lambda r: R.binomial(3, 1.5, rng=r), ValueError, "p < 0, p > 1 or p is NaN"),
+        (lambda r: R.binomial(3, 1.5, size=2, rng=r), ValueError, "p < 0, p > 1 or p contains"),
+        (lambda r: R.poisson(np.nan, rng=r), ValueError, "lam < 0 or lam is NaN"),
+        (lambda r: R.poisson(np.array([np.nan]), rng=r), ValueError, "lam value too large"),
+        (lambda r: R.betabinom(3, 0.0, 1.0, rng=r), ValueError, "Domain error in arguments"),
+        (lambda r: R.gengamma(1.0, 0.0, 1.0, rng=r), ValueError, "Domain error in arguments"),
         (lambda r: R.negative_binomial(0.0, 0.5, rng=r), ValueError, "Domain error in arguments"),
     ],
 )
@@ -455,8 +507,8 @@ def test_unsupported_random_variables_are_named():
     rng = pytensor.shared(np.random.default_rng(0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        draw = R.binomial(10, 0.5, rng=rng)
-    with pytest.raises(pt_onnxscript.UnsupportedOpError, match="BinomialRV"):
+        draw = R.vonmises(0.0, 1.0, rng=rng)
+    with pytest.raises(pt_onnxscript.UnsupportedOpError, match="VonMisesRV"):
         pytensor.function([], draw, mode="ONNX")
     mv = R.multivariate_normal(np.zeros(2), np.eye(2), method="eigh", rng=rng)
     with pytest.raises(pt_onnxscript.UnsupportedOpError, match='method="cholesky"'):

@@ -273,6 +273,8 @@ def univariate(*rv_classes, lanes: int = 1):
             variables = node.inputs[2:]
             params = [_float(g, var, x) for var, x in zip(variables, params, strict=True)]
             stream = Stream(g, rng, draw_shape(g, node, size, params), lanes)
+            # NumPy words some errors differently for scalars (no size, 0-d parameters).
+            stream.scalar_call = _is_none(node.inputs[1]) and all(v.ndim == 0 for v in variables)
             values, checks = sample(g, stream, *params)
             return stream.next_state, _result(g, node, values, checks)
 
@@ -612,11 +614,17 @@ def poisson_draws(g, s, lam, lane: int):
 @univariate(ptr.PoissonRV, lanes=2)
 def poisson(g, s, lam):
     """Inversion below a mean of 10, NumPy's PTRS from 10 on."""
-    bad_mean = g.Or(_negative(g, lam), g.IsNaN(lam))
-    safe = g.Where(bad_mean, _f64(g, 0.0), lam)  # no endless Loop on NaN
+    negative, nan = _negative(g, lam), g.IsNaN(lam)
+    too_large = g.Greater(lam, _f64(g, POISSON_LAM_MAX))
+    safe = _safe(g, g.Or(negative, nan), lam, 0.0)
+    if s.scalar_call:
+        checks = [(g.Or(negative, nan), ValueError, "lam < 0 or lam is NaN")]
+    else:  # NumPy's array path reports NaN as too large
+        checks = [(negative, ValueError, "lam < 0 or lam contains NaNs")]
+        too_large = g.Or(too_large, nan)
     return poisson_draws(g, s, safe, lane=0), [
-        (bad_mean, ValueError, "lam < 0 or lam is NaN"),
-        (g.Greater(lam, _f64(g, POISSON_LAM_MAX)), ValueError, "lam value too large"),
+        *checks,
+        (too_large, ValueError, "lam value too large"),
     ]
 
 
@@ -630,6 +638,124 @@ def negative_binomial(g, s, n, p):
     scale = g.Div(g.Sub(one, safe_p), safe_p)
     lam = g.Mul(scale, g.Exp(log_standard_gamma(g, s, safe_n, lane=0)))
     return poisson_draws(g, s, lam, lane=3), [(bad, ValueError, _scipy_domain("nbinom"))]
+
+
+def _lgamma(g, x):
+    return inline(g, gammaln, x)
+
+
+def binomial_draws(g, s, n, p, lane: int):
+    """Binomial draws (float64) of `n` trials (a float64 integer >= 0) with success
+    probability `p` in [0, 1], on min(p, 1 - p) (the draw counted from n where p > 1/2): by
+    inversion over the probabilities of 0 .. 51 where the mean is below 10, else by Hormann's
+    transformed rejection with squeeze (BTRS, 1993) in a while Loop. Lanes lane, lane + 1."""
+    zero, one, half = _f64(g, 0.0), _f64(g, 1.0), _f64(g, 0.5)
+    flip = g.Greater(p, half)
+    p = g.Where(flip, g.Sub(one, p), p)
+    q = g.Sub(one, p)
+    mean = g.Mul(n, p)
+    large = g.GreaterOrEqual(mean, _f64(g, 10.0))
+
+    # inversion: P(k) = C(n, k) p^k q^(n-k), zero past n
+    counts = _f64(g, _SMALL_COUNTS)
+    n_, p_, q_ = (g.Unsqueeze(v, _i64(g, [-1])) for v in (n, p, q))
+    tiny = _f64(g, np.finfo(np.float64).tiny)
+    log_p, log_q = g.Log(g.Max(p_, tiny)), g.Log(g.Max(q_, tiny))  # 0 log 0 = 0 at the ends
+    rest = g.Max(g.Sub(n_, counts), zero)
+    log_pmf = g.Add(
+        g.Sub(
+            g.Sub(_lgamma(g, g.Add(n_, one)), _f64(g, _LOG_FACTORIALS)),
+            _lgamma(g, g.Add(rest, one)),
+        ),
+        g.Add(g.Mul(counts, log_p), g.Mul(rest, log_q)),
+    )
+    pmf = g.Where(g.LessOrEqual(counts, n_), g.Exp(log_pmf), zero)
+    below = g.Less(g.CumSum(pmf, _i64(g, -1)), g.Unsqueeze(s.uniform(g, 0, lane), _i64(g, [-1])))
+    inverted = g.Min(g.ReduceSum(g.Cast(below, to=F64), _i64(g, [-1]), keepdims=0), n)
+
+    # BTRS, on large means only (the others' constants are harmless stand-ins)
+    n_big = g.Where(large, n, _f64(g, 20.0))
+    p_big = g.Where(large, p, half)
+    q_big = g.Sub(one, p_big)
+    spq = g.Sqrt(g.Mul(n_big, g.Mul(p_big, q_big)))
+    b = g.Add(_f64(g, 1.15), g.Mul(_f64(g, 2.53), spq))
+    a = g.Add(g.Add(_f64(g, -0.0873), g.Mul(_f64(g, 0.0248), b)), g.Mul(_f64(g, 0.01), p_big))
+    c = g.Add(g.Mul(n_big, p_big), half)
+    vr = g.Sub(_f64(g, 0.92), g.Div(_f64(g, 4.2), b))
+    alpha = g.Mul(g.Add(_f64(g, 2.83), g.Div(_f64(g, 5.1), b)), spq)
+    lpq = g.Log(g.Div(p_big, q_big))
+    m = g.Floor(g.Mul(g.Add(n_big, one), p_big))
+    h = g.Add(_lgamma(g, g.Add(m, one)), _lgamma(g, g.Add(g.Sub(n_big, m), one)))
+
+    def attempt(g, r):
+        u, v = s.uniforms(g, r, lane + 1)
+        centred = g.Sub(u, half)
+        us = g.Sub(half, g.Abs(centred))
+        k = g.Floor(g.Add(g.Mul(g.Add(g.Div(g.Mul(_f64(g, 2.0), a), us), b), centred), c))
+        inside = g.And(g.GreaterOrEqual(k, zero), g.LessOrEqual(k, n_big))
+        quick = g.And(g.GreaterOrEqual(us, _f64(g, 0.07)), g.LessOrEqual(v, vr))
+        k_safe = g.Min(g.Max(k, zero), n_big)
+        log_v = g.Log(g.Div(g.Mul(v, alpha), g.Add(g.Div(a, g.Mul(us, us)), b)))
+        bound = g.Add(
+            g.Sub(
+                g.Sub(h, _lgamma(g, g.Add(k_safe, one))),
+                _lgamma(g, g.Add(g.Sub(n_big, k_safe), one)),
+            ),
+            g.Mul(g.Sub(k_safe, m), lpq),
+        )
+        accepted = g.And(inside, g.Or(quick, g.LessOrEqual(log_v, bound)))
+        return k, accepted
+
+    k, accepted = attempt(g, 0)
+    rejected = rejection(g, (k, g.Or(accepted, g.Not(large))), attempt, "binomial")
+    draws = g.Where(large, rejected, inverted)
+    return g.Where(flip, g.Sub(n, draws), draws)
+
+
+def _binomial_checks(g, n, p, scalar_call: bool):
+    zero, one = _f64(g, 0.0), _f64(g, 1.0)
+    bad_p = g.Not(g.And(g.GreaterOrEqual(p, zero), g.LessOrEqual(p, one)))
+    nan = "is NaN" if scalar_call else "contains NaNs"
+    return [(_negative(g, n), ValueError, "n < 0"), (bad_p, ValueError, f"p < 0, p > 1 or p {nan}")]
+
+
+def _safe(g, bad, value, stand_in: float):
+    """`value` with `stand_in` where `bad` (parameters that will raise): no endless Loop."""
+    return g.Where(bad, _f64(g, stand_in), value)
+
+
+@univariate(ptr.BinomialRV, lanes=2)
+def binomial(g, s, n, p):
+    """Inversion where n min(p, 1 - p) < 10, BTRS (Hormann 1993) from 10 on."""
+    checks = _binomial_checks(g, n, p, s.scalar_call)
+    bad = g.Or(checks[0][0], checks[1][0])
+    return binomial_draws(g, s, _safe(g, bad, n, 1.0), _safe(g, bad, p, 0.5), lane=0), checks
+
+
+@univariate(ptr.BetaBinomialRV, lanes=8)
+def beta_binomial(g, s, n, a, b):
+    """Binomial draws with a beta-distributed success probability (SciPy's betabinom)."""
+    zero = _f64(g, 0.0)
+    bad = g.Or(g.Or(_negative(g, n), g.Not(g.Greater(a, zero))), g.Not(g.Greater(b, zero)))
+    a, b = _safe(g, bad, a, 1.0), _safe(g, bad, b, 1.0)
+    log_ratio = g.Sub(log_standard_gamma(g, s, b, lane=3), log_standard_gamma(g, s, a, lane=0))
+    p = g.Reciprocal(g.Add(_f64(g, 1.0), g.Exp(log_ratio)))
+    draws = binomial_draws(g, s, _safe(g, bad, n, 1.0), p, lane=6)
+    return draws, [(bad, ValueError, _scipy_domain("betabinom"))]
+
+
+@univariate(ptr.GenGammaRV, lanes=3)
+def gengamma(g, s, alpha, p, lambd):
+    """lambd G^(1/p), G a standard gamma draw of shape alpha / p (SciPy's gengamma)."""
+    zero = _f64(g, 0.0)
+    shape = g.Div(alpha, p)
+    bad = g.Or(
+        g.Or(g.Not(g.Greater(shape, zero)), g.Equal(p, zero)),
+        g.Not(g.GreaterOrEqual(lambd, zero)),
+    )
+    shape = _safe(g, bad, shape, 1.0)
+    draws = g.Mul(lambd, g.Exp(g.Div(log_standard_gamma(g, s, shape, lane=0), p)))
+    return draws, [(bad, ValueError, _scipy_domain("gengamma"))]
 
 
 # ---------------------------------------------------------------- integers and categories
