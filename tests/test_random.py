@@ -345,6 +345,30 @@ def test_binomial_means_on_both_sides_of_the_samplers_boundary_in_one_draw():
         )
 
 
+@pytest.mark.parametrize(
+    "mu, kappa", [(0.5, 2.0), (3.0, 0.3), (-3.0, 50.0), (2.0, 1e-6), (1.0, 1e-9)]
+)
+def test_vonmises_fits_scipy_around_its_mean_and_numpy_where_it_folds(mu, kappa):
+    values = draws(lambda r: R.vonmises(mu, kappa, size=N, rng=r))
+    assert (np.abs(values) <= np.pi).all()
+    centred = np.mod(values - mu + np.pi, 2 * np.pi) - np.pi
+    assert st.kstest(centred, st.vonmises(kappa).cdf).pvalue > P_MIN
+    numpy_draws = np.random.default_rng(0).vonmises(mu, kappa, size=N)
+    assert st.ks_2samp(values, numpy_draws).pvalue > P_MIN
+
+
+def test_multinomial_counts():
+    p = np.array([0.2, 0.0, 0.3, 0.5])
+    values = draws(lambda r: R.multinomial(10, p, size=(N,), rng=r))
+    assert values.shape == (N, 4) and values.dtype == "int64"
+    assert (values.sum(axis=1) == 10).all() and (values[:, 1] == 0).all()
+    np.testing.assert_allclose(values.mean(axis=0), 10 * p, atol=0.05)
+    np.testing.assert_allclose(np.cov(values.T), 10 * (np.diag(p) - np.outer(p, p)), atol=0.06)
+    assert chi2_pvalue(values[:, 2], st.binom(10, 0.3).pmf, 10) > P_MIN
+    batched = draws(lambda r: R.multinomial(np.array([5, 10_000]), np.array([[0.5, 0.5]]), rng=r))
+    assert batched.shape == (2, 2) and batched.sum(axis=1).tolist() == [5, 10_000]
+
+
 def test_integers_over_the_whole_int64_range():
     info = np.iinfo(np.int64)
     values = draws(lambda r: R.integers(info.min, info.max, size=N, rng=r))
@@ -452,6 +476,13 @@ def test_tiny_shapes_keep_their_draws():
         (lambda r: R.poisson(np.array([np.nan]), rng=r), ValueError, "lam value too large"),
         (lambda r: R.betabinom(3, 0.0, 1.0, rng=r), ValueError, "Domain error in arguments"),
         (lambda r: R.gengamma(1.0, 0.0, 1.0, rng=r), ValueError, "Domain error in arguments"),
+        (lambda r: R.vonmises(0.0, -1.0, rng=r), ValueError, "kappa < 0"),
+        (lambda r: R.multinomial(-1, np.array([0.5, 0.5]), rng=r), ValueError, "n < 0"),
+        (
+            lambda r: R.multinomial(3, np.array([-0.5, 1.5]), rng=r),
+            ValueError,
+            "pvals < 0, pvals > 1 or pvals contains NaNs",
+        ),
         (lambda r: R.negative_binomial(0.0, 0.5, rng=r), ValueError, "Domain error in arguments"),
     ],
 )
@@ -507,9 +538,12 @@ def test_unsupported_random_variables_are_named():
     rng = pytensor.shared(np.random.default_rng(0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        draw = R.vonmises(0.0, 1.0, rng=rng)
-    with pytest.raises(pt_onnxscript.UnsupportedOpError, match="VonMisesRV"):
+        draw = R.hypergeometric(5, 5, 3, rng=rng)
+    with pytest.raises(pt_onnxscript.UnsupportedOpError, match="HyperGeometricRV"):
         pytensor.function([], draw, mode="ONNX")
+    p = pt.vector("p")
+    with pytest.raises(pt_onnxscript.UnsupportedOpError, match="number of categories"):
+        pytensor.function([p], R.multinomial(3, p, rng=rng), mode="ONNX")
     mv = R.multivariate_normal(np.zeros(2), np.eye(2), method="eigh", rng=rng)
     with pytest.raises(pt_onnxscript.UnsupportedOpError, match='method="cholesky"'):
         pytensor.function([], mv, mode="ONNX")

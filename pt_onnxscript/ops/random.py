@@ -24,7 +24,7 @@ from pytensor.tensor.type_other import NoneTypeT
 
 from pt_onnxscript.ops.common import constant, loop, raise_if, where
 from pt_onnxscript.ops.linalg import lower_factor
-from pt_onnxscript.ops.scalar.math import log1p
+from pt_onnxscript.ops.scalar.math import arctan2, log1p
 from pt_onnxscript.ops.scalar.special import gammaln
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.scripted import inline
@@ -756,6 +756,94 @@ def gengamma(g, s, alpha, p, lambd):
     shape = _safe(g, bad, shape, 1.0)
     draws = g.Mul(lambd, g.Exp(g.Div(log_standard_gamma(g, s, shape, lane=0), p)))
     return draws, [(bad, ValueError, _scipy_domain("gengamma"))]
+
+
+@univariate(ptr.VonMisesRV, lanes=3)
+def vonmises(g, s, mu, kappa):
+    """NumPy's sampler: Best and Fisher's rejection (1979) on the wrapped Cauchy envelope, a
+    uniform angle below kappa = 1e-8 and a wrapped normal above 1e6; the result in [-pi, pi]
+    around mu as NumPy folds it."""
+    zero, one, two, pi = _f64(g, 0.0), _f64(g, 1.0), _f64(g, 2.0), _f64(g, np.pi)
+    nan = g.IsNaN(kappa)
+    tiny, huge = g.Less(kappa, _f64(g, 1e-8)), g.Greater(kappa, _f64(g, 1e6))
+    k = g.Where(g.Or(g.Or(tiny, huge), nan), one, kappa)  # the envelope's, where it is used
+    r = g.Add(one, g.Sqrt(g.Add(one, g.Mul(_f64(g, 4.0), g.Mul(k, k)))))
+    rho = g.Div(g.Sub(r, g.Sqrt(g.Mul(two, r))), g.Mul(two, k))
+    envelope = g.Div(g.Add(one, g.Mul(rho, rho)), g.Mul(two, rho))
+    # With double precision rho is zero until 1.4e-8: a second-order Taylor expansion below 1e-5.
+    envelope = g.Where(g.Less(k, _f64(g, 1e-5)), g.Add(g.Reciprocal(k), k), envelope)
+
+    def attempt(g, r):
+        u, v = s.uniforms(g, r, 0)
+        z = g.Cos(g.Mul(pi, u))
+        w = g.Div(g.Add(one, g.Mul(envelope, z)), g.Add(envelope, z))
+        y = g.Mul(k, g.Sub(envelope, w))
+        accepted = g.Or(
+            g.GreaterOrEqual(g.Sub(g.Mul(y, g.Sub(two, y)), v), zero),
+            g.GreaterOrEqual(g.Sub(g.Add(g.Log(g.Div(y, v)), one), y), zero),
+        )
+        return w, accepted
+
+    w, accepted = attempt(g, 0)
+    w = rejection(g, (w, g.Or(accepted, g.Or(g.Or(tiny, huge), nan))), attempt, "vonmises")
+    root = g.Sqrt(g.Mul(g.Sub(one, w), g.Add(one, w)))
+    angle = inline(g, arctan2, root, w)  # acos(w): ONNX Runtime has no float64 Acos
+    sign_u, uniform_u = s.uniforms(g, 0, 1)
+    angle = g.Add(g.Where(g.Less(sign_u, _f64(g, 0.5)), g.Neg(angle), angle), mu)
+    folded = g.Sub(g.Mod(g.Add(g.Abs(angle), pi), _f64(g, 2 * np.pi), fmod=1), pi)
+    folded = g.Where(g.Less(angle, zero), g.Neg(folded), folded)
+    # uniform below 1e-8, a wrapped normal above 1e6
+    flat = g.Mul(pi, g.Sub(g.Mul(two, uniform_u), one))
+    wrapped = g.Add(mu, g.Mul(g.Sqrt(g.Reciprocal(kappa)), s.normal(g, 0, 2)))
+    wrapped = g.Where(g.Less(wrapped, g.Neg(pi)), g.Add(wrapped, _f64(g, 2 * np.pi)), wrapped)
+    wrapped = g.Where(g.Greater(wrapped, pi), g.Sub(wrapped, _f64(g, 2 * np.pi)), wrapped)
+    draws = g.Where(tiny, flat, g.Where(huge, wrapped, folded))
+    draws = g.Where(nan, kappa, draws)
+    return draws, [(_negative(g, kappa), ValueError, "kappa < 0")]
+
+
+@register_check(ptr.MultinomialRV)
+def multinomial_categories(node):
+    if node.inputs[3].type.shape[-1] is None:
+        return "the number of categories (p's last dim) must be static for ONNX"
+    return None
+
+
+@register(ptr.MultinomialRV)
+def multinomial(g, node, rng, size, n, p):
+    """NumPy's conditional binomials: category j gets Binomial(n - earlier draws,
+    p_j / (1 - earlier p)), the last what remains."""
+    n, p = _float(g, node.inputs[2], n), _float(g, node.inputs[3], p)
+    categories = node.inputs[3].type.shape[-1]
+    shape = _support_shape(
+        g,
+        node,
+        size,
+        lambda: g.Shape(g.Add(n, g.ReduceSum(p, _i64(g, [-1]), keepdims=0))),
+        _i64(g, [categories]),
+    )
+    batch = g.Slice(shape, _i64(g, [0]), _i64(g, [-1]))
+    s = Stream(g, rng, batch, lanes=2 * max(categories - 1, 1))
+    zero, one = _f64(g, 0.0), _f64(g, 1.0)
+    remaining_n = g.Expand(n, batch)
+    remaining_p = one
+    columns = []
+    for j in range(categories - 1):
+        p_j = g.Gather(p, _i64(g, j), axis=-1)
+        share = g.Min(g.Max(g.Div(p_j, remaining_p), zero), one)
+        share = g.Where(g.IsNaN(share), zero, share)  # nothing left to share
+        draw = binomial_draws(g, s, remaining_n, share, lane=2 * j)
+        columns.append(draw)
+        remaining_n = g.Sub(remaining_n, draw)
+        remaining_p = g.Sub(remaining_p, p_j)
+    columns.append(remaining_n)
+    draws = g.Concat(*[g.Unsqueeze(c, _i64(g, [-1])) for c in columns], axis=-1)
+    bad_p = g.Not(g.And(g.GreaterOrEqual(p, zero), g.LessOrEqual(p, one)))
+    checks = [
+        (_negative(g, n), ValueError, "n < 0"),
+        (bad_p, ValueError, "pvals < 0, pvals > 1 or pvals contains NaNs"),
+    ]
+    return s.next_state, _result(g, node, draws, checks)
 
 
 # ---------------------------------------------------------------- integers and categories
