@@ -1,6 +1,7 @@
 """Random variables: the Philox generator, random state as data, and every sampler's
 distribution (goodness of fit against SciPy with fixed seeds), shapes, dtypes and errors."""
 
+import collections
 import warnings
 
 import numpy as np
@@ -421,6 +422,28 @@ def test_permutations_are_uniform():
     assert st.chisquare(list(counts.values())).pvalue > P_MIN
 
 
+def test_choice_without_replacement_matches_numpys_law():
+    rng = pytensor.shared(np.random.default_rng(2))
+    p = np.array([0.1, 0.2, 0.0, 0.3, 0.4])
+    draw = R.choice(5, size=(2,), replace=False, p=p, rng=rng)
+    f = pytensor.function([], draw, updates={rng: draw.owner.outputs[0]}, mode="ONNX")
+    ours = collections.Counter(tuple(f().tolist()) for _ in range(3000))
+    numpy_rng = np.random.default_rng(0)
+    theirs = collections.Counter(
+        tuple(numpy_rng.choice(5, size=2, replace=False, p=p).tolist()) for _ in range(3000)
+    )
+    assert all(2 not in pair and pair[0] != pair[1] for pair in ours)
+    pairs = sorted(set(ours) | set(theirs))  # ordered: the first pick is likelier to weigh more
+    table = [[ours[k] for k in pairs], [theirs[k] for k in pairs]]
+    assert st.chi2_contingency(table).pvalue > P_MIN
+    # Arrays: whole rows along the first axis, the sample in `size`'s shape; without p.
+    rows = np.arange(12.0).reshape(4, 3)
+    picked = draws(lambda r: R.choice(rows, size=(2, 2), replace=False, rng=r))
+    assert picked.shape == (2, 2, 3)
+    flat = picked.reshape(4, 3)
+    assert sorted(map(tuple, flat.tolist())) == sorted(map(tuple, rows.tolist()))
+
+
 @pytest.mark.parametrize(
     "make, expected",
     [
@@ -477,6 +500,21 @@ def test_tiny_shapes_keep_their_draws():
         (lambda r: R.betabinom(3, 0.0, 1.0, rng=r), ValueError, "Domain error in arguments"),
         (lambda r: R.gengamma(1.0, 0.0, 1.0, rng=r), ValueError, "Domain error in arguments"),
         (lambda r: R.vonmises(0.0, -1.0, rng=r), ValueError, "kappa < 0"),
+        (
+            lambda r: R.choice(3, size=(4,), replace=False, rng=r),
+            ValueError,
+            "Cannot take a larger sample than population",
+        ),
+        (
+            lambda r: R.choice(3, size=(2,), replace=False, p=np.array([0.5, 0.6, 0.1]), rng=r),
+            ValueError,
+            "Probabilities do not sum to 1",
+        ),
+        (
+            lambda r: R.choice(3, size=(2,), replace=False, p=np.array([0.0, 1.0, 0.0]), rng=r),
+            ValueError,
+            "Fewer non-zero entries in p than size",
+        ),
         (lambda r: R.multinomial(-1, np.array([0.5, 0.5]), rng=r), ValueError, "n < 0"),
         (
             lambda r: R.multinomial(3, np.array([-0.5, 1.5]), rng=r),

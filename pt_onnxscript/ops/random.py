@@ -964,6 +964,70 @@ def multivariate_normal(g, node, rng, size, mean, cov):
     return s.next_state, _result(g, node, draws, checks)
 
 
+@register_check(ptr.ChoiceWithoutReplacement)
+def choice_unbatched(node):
+    op = node.op
+    if node.inputs[2].type.ndim != op.ndims_params[0] or not _is_none(node.inputs[1]):
+        return "batched choice without replacement is not translated: choose from one array"
+    return None
+
+
+@register(ptr.ChoiceWithoutReplacement)
+def choice_without_replacement(g, node, rng, size, a, *rest):
+    """The k largest of one key per population element: uniform keys, or with p, log p plus a
+    Gumbel draw (the Gumbel top-k trick: the same law as drawing one by one in proportion to p,
+    as NumPy does)."""
+    op = node.op
+    p, core_shape = (rest[0], rest[1]) if op.has_p_param else (None, rest[0])
+    int64 = ir.DataType.INT64
+    scalar = node.inputs[2].type.ndim == 0
+    population = g.Cast(g.Reshape(a, _i64(g, [1])), to=int64) if scalar else g.Shape(a, end=1)
+    core_shape = (
+        g.Cast(core_shape, to=int64) if core_shape.dtype != ir.DataType.INT64 else core_shape
+    )
+    count = g.Reshape(g.ReduceProd(core_shape, keepdims=1), _i64(g, [1]))
+    s = Stream(g, rng, population)
+    u = s.uniform(g, 0)
+    checks = [
+        (
+            g.Greater(count, population),
+            ValueError,
+            "Cannot take a larger sample than population when replace is False",
+        )
+    ]
+    if p is None:
+        keys = u
+    else:
+        p = _float(g, node.inputs[3], p)
+        zero = _f64(g, 0.0)
+        keys = g.Sub(g.Log(p), g.Log(g.Neg(g.Log(u))))
+        total = g.ReduceSum(p, keepdims=0)
+        nonzero = g.ReduceSum(g.Cast(g.Greater(p, zero), to=int64), keepdims=1)
+        off = g.Greater(g.Abs(g.Sub(total, _f64(g, 1.0))), _f64(g, np.sqrt(np.finfo(float).eps)))
+        checks += [
+            (_negative(g, p), ValueError, "Probabilities are not non-negative"),
+            (
+                off,
+                ValueError,
+                "Probabilities do not sum to 1. See Notes section of docstring for more information.",
+            ),
+            (g.Less(nonzero, count), ValueError, "Fewer non-zero entries in p than size"),
+        ]
+    safe_count = g.Min(count, population)  # TopK must not fail before the check raises
+    _, chosen = g.TopK(keys, safe_count, axis=-1, largest=1, sorted=1, _outputs=2)
+    if scalar:
+        draws = g.Reshape(chosen, core_shape, allowzero=1)
+        dtype = node.outputs[1].type.dtype
+        if dtype != "int64":
+            draws = g.Cast(draws, to=onnx_dtype(dtype))
+    else:
+        shape = g.Concat(core_shape, g.Shape(a, start=1), axis=0)
+        draws = g.Reshape(g.Gather(a, chosen, axis=0), shape, allowzero=1)
+    for failed, exc_type, message in checks:
+        draws = raise_if(g, failed, draws, exc_type, message)
+    return s.next_state, draws
+
+
 @register(ptr.PermutationRV)
 def permutation(g, node, rng, size, x):
     """x (or arange(x) for an integer x) in the order of uniform keys, one per element."""
