@@ -8,8 +8,9 @@ sampler one block per attempt, and the next state is ``[key, counter + N]``.
 
 Each sampler is the textbook transformation of those uniforms, computed in float64 (as
 NumPy's C code does) and rounded once to PyTensor's dtype; parameters outside a
-distribution's domain raise the ValueError NumPy or SciPy raise. Rejection samplers
-(gamma, Poisson, integers) run a while Loop over all elements until each has accepted.
+distribution's domain raise the error NumPy or SciPy raise. Rejection samplers (the gamma
+family, Poisson and binomial draws of means from 10 on, von Mises, integers) run a while Loop
+over all elements until each has accepted.
 """
 
 import math
