@@ -10,9 +10,10 @@ Each sampler is the textbook transformation of those uniforms, computed in float
 NumPy's C code does) and rounded once to PyTensor's dtype; parameters outside a
 distribution's domain raise the error NumPy or SciPy raise. Rejection samplers (the gamma
 family, Poisson and binomial draws of means from 10 on, von Mises, integers) run a while Loop
-over all elements until each has accepted.
+on the elements still pending until each has accepted.
 """
 
+import copy
 import math
 
 import numpy as np
@@ -181,6 +182,16 @@ class Stream:
     def normal(self, g, block, lane: int = 0):
         return box_muller(g, *self.uniforms(g, block, lane))
 
+    def subset(self, g, index):
+        """The same blocks for the elements at flat positions `index` only (a 1-d int64), as
+        a flat draw of len(index) elements: what a rejection Loop redraws."""
+        view = copy.copy(self)
+        view.shape, view.lanes, view._first = g.Shape(index), 0, None
+        view.low, view.high, view.zeros = (
+            g.Gather(x, index, axis=1) for x in (self.low, self.high, self.zeros)
+        )
+        return view
+
     def words64(self, g, block, lane: int = 0):
         """A 64-bit random word per element (uint64, of the draw's shape)."""
         a, b = self.words(g, block, [lane])
@@ -194,20 +205,31 @@ def box_muller(g, u1, u2):
     return g.Mul(radius, g.Cos(g.Mul(_f64(g, 2 * np.pi), u2)))
 
 
-def rejection(g, first, attempt, kind: str, dtype: str = "float64"):
-    """Per element, the first accepted candidate. ``attempt(g, r)`` (r: the attempt's number,
-    a 0-d uint64, for the blocks it draws) gives (candidates, accepted); `first` is attempt
-    0's. A while Loop runs attempts 1, 2, ... until every element has accepted."""
-    value, done = first
+def rejection(g, s, attempt, params, kind: str, done=None, dtype: str = "float64"):
+    """Per element of stream `s`'s draw, the first accepted candidate of
+    ``attempt(g, r, stream, *params) -> (candidates, accepted)`` (r: the attempt's number, an
+    int or a 0-d uint64, for the blocks it draws). Attempt 0 draws every element; a while
+    Loop then redraws only the elements still pending (NonZero, Gather, ScatterND), with
+    `params` gathered to them. Elements where `done` holds keep attempt 0's candidate."""
+    value, accepted = attempt(g, 0, s, *params)
+    done = accepted if done is None else g.Or(accepted, done)
+    shape, flat = s.shape, _i64(g, [-1])
+    flat_params = [g.Reshape(g.Expand(x, shape), flat) for x in params]
 
     def step(g, k, value, done):
-        candidate, accepted = attempt(g, g.Cast(g.Add(k, _i64(g, 1)), to=U64))
-        value = where(g, g.And(accepted, g.Not(done)), candidate, value, dtype)
-        done = g.Or(done, accepted)
+        index = g.Reshape(g.NonZero(g.Not(done)), flat)
+        positions = g.Unsqueeze(index, _i64(g, [-1]))
+        taken = [g.Gather(x, index, axis=0) for x in flat_params]
+        r = g.Cast(g.Add(k, _i64(g, 1)), to=U64)
+        candidate, accepted = attempt(g, r, s.subset(g, index), *taken)
+        kept = g.Gather(value, index, axis=0)
+        value = g.ScatterND(value, positions, where(g, accepted, candidate, kept, dtype))
+        done = g.ScatterND(done, positions, accepted)
         return g.Not(_all(g, done)), value, done
 
-    value, _ = loop(g, None, [value, done], step, kind, condition=g.Not(_all(g, done)))
-    return value
+    state = [g.Reshape(g.Expand(value, shape), flat), g.Reshape(g.Expand(done, shape), flat)]
+    value, _ = loop(g, None, state, step, kind, condition=g.Not(_all(g, state[1])))
+    return g.Reshape(value, shape, allowzero=1)
 
 
 # ---------------------------------------------------------------- the translations
@@ -481,7 +503,7 @@ def log_standard_gamma(g, s, alpha, lane: int):
     c = g.Reciprocal(g.Sqrt(g.Mul(_f64(g, 9.0), d)))
     finite = _finite(g, alpha)
 
-    def attempt(g, r):
+    def attempt(g, r, s, c, d):
         if isinstance(r, int):
             (u1, u2), (u, _) = s.uniforms(g, r, lane), s.uniforms(g, r, lane + 1)
         else:
@@ -496,9 +518,8 @@ def log_standard_gamma(g, s, alpha, lane: int):
         accepted = g.And(g.Greater(v, _f64(g, 0.0)), g.Less(g.Log(u), bound))
         return g.Add(g.Log(d), log_v), accepted
 
-    value, accepted = attempt(g, 0)
     # A NaN or infinite shape never accepts: it is its own answer (NaN, inf), at once.
-    value = rejection(g, (value, g.Or(accepted, g.Not(finite))), attempt, "gamma")
+    value = rejection(g, s, attempt, [c, d], "gamma", done=g.Not(finite))
     boost = g.Div(g.Log(s.uniform(g, 0, lane + 2)), alpha)
     value = g.Where(small, g.Add(value, boost), value)
     return g.Where(finite, value, g.Log(alpha))
@@ -585,7 +606,7 @@ def poisson_draws(g, s, lam, lane: int):
     invalpha = g.Add(_f64(g, 1.1239), g.Div(_f64(g, 1.1328), g.Sub(b, _f64(g, 3.4))))
     vr = g.Sub(_f64(g, 0.9277), g.Div(_f64(g, 3.6224), g.Sub(b, _f64(g, 2.0))))
 
-    def attempt(g, r):
+    def attempt(g, r, s, a, b, big, loglam, invalpha, vr):
         u, v = s.uniforms(g, r, lane + 1)
         centred = g.Sub(u, half)
         us = g.Sub(half, g.Abs(centred))
@@ -607,8 +628,8 @@ def poisson_draws(g, s, lam, lane: int):
         accepted = g.Or(quick, g.And(g.Not(reject), g.LessOrEqual(log_ratio, log_target)))
         return k, accepted
 
-    k, accepted = attempt(g, 0)
-    rejected = rejection(g, (k, g.Or(accepted, g.Not(large))), attempt, "poisson")
+    params = [a, b, big, loglam, invalpha, vr]
+    rejected = rejection(g, s, attempt, params, "poisson", done=g.Not(large))
     return g.Where(large, rejected, inverted)
 
 
@@ -688,7 +709,7 @@ def binomial_draws(g, s, n, p, lane: int):
     m = g.Floor(g.Mul(g.Add(n_big, one), p_big))
     h = g.Add(_lgamma(g, g.Add(m, one)), _lgamma(g, g.Add(g.Sub(n_big, m), one)))
 
-    def attempt(g, r):
+    def attempt(g, r, s, a, b, c, n_big, vr, alpha, m, h, lpq):
         u, v = s.uniforms(g, r, lane + 1)
         centred = g.Sub(u, half)
         us = g.Sub(half, g.Abs(centred))
@@ -707,8 +728,8 @@ def binomial_draws(g, s, n, p, lane: int):
         accepted = g.And(inside, g.Or(quick, g.LessOrEqual(log_v, bound)))
         return k, accepted
 
-    k, accepted = attempt(g, 0)
-    rejected = rejection(g, (k, g.Or(accepted, g.Not(large))), attempt, "binomial")
+    params = [a, b, c, n_big, vr, alpha, m, h, lpq]
+    rejected = rejection(g, s, attempt, params, "binomial", done=g.Not(large))
     draws = g.Where(large, rejected, inverted)
     return g.Where(flip, g.Sub(n, draws), draws)
 
@@ -774,7 +795,7 @@ def vonmises(g, s, mu, kappa):
     # With double precision rho is zero until 1.4e-8: a second-order Taylor expansion below 1e-5.
     envelope = g.Where(g.Less(k, _f64(g, 1e-5)), g.Add(g.Reciprocal(k), k), envelope)
 
-    def attempt(g, r):
+    def attempt(g, r, s, envelope, k):
         u, v = s.uniforms(g, r, 0)
         z = g.Cos(g.Mul(pi, u))
         w = g.Div(g.Add(one, g.Mul(envelope, z)), g.Add(envelope, z))
@@ -785,8 +806,8 @@ def vonmises(g, s, mu, kappa):
         )
         return w, accepted
 
-    w, accepted = attempt(g, 0)
-    w = rejection(g, (w, g.Or(accepted, g.Or(g.Or(tiny, huge), nan))), attempt, "vonmises")
+    ends = g.Or(g.Or(tiny, huge), nan)
+    w = rejection(g, s, attempt, [envelope, k], "vonmises", done=ends)
     root = g.Sqrt(g.Mul(g.Sub(one, w), g.Add(one, w)))
     angle = inline(g, arctan2, root, w)  # acos(w): ONNX Runtime has no float64 Acos
     sign_u, uniform_u = s.uniforms(g, 0, 1)
@@ -865,11 +886,11 @@ def integers(g, node, rng, size, low, high):
     width = g.Where(empty, _u64(g, 1), width)  # no division by zero before the check raises
     threshold = g.Mod(g.Sub(_u64(g, 0), width), width)
 
-    def attempt(g, r):
+    def attempt(g, r, s, width, threshold):
         word = s.words64(g, r)
         return g.Mod(word, width), g.GreaterOrEqual(word, threshold)
 
-    offset = rejection(g, attempt(g, 0), attempt, "integers", "uint64")
+    offset = rejection(g, s, attempt, [width, threshold], "integers", dtype="uint64")
     draws = g.Cast(g.Add(g.Cast(low, to=U64), offset), to=int64)
     dtype = node.outputs[1].type.dtype
     if dtype != "int64":
