@@ -281,10 +281,6 @@ def _scipy_domain(name: str) -> str:
     )
 
 
-def _not(g, cond):
-    return g.Not(cond)
-
-
 def univariate(*rv_classes, lanes: int = 1):
     """Register ``sample(g, stream, *params) -> (values, checks)`` for random variables with
     scalar parameters and draws: params in float64, one element per draw, block 0 of `lanes`
@@ -545,13 +541,18 @@ def invgamma(g, s, shape, scale):
     ]
 
 
+def beta_draws(g, s, a, b):
+    """X / (X + Y) for standard gamma draws X, Y of shapes a, b, as sigmoid(log X - log Y) (in
+    logs, tiny shapes keep their draws). Reads lanes 0 .. 5."""
+    log_ratio = g.Sub(log_standard_gamma(g, s, b, lane=3), log_standard_gamma(g, s, a, lane=0))
+    return g.Reciprocal(g.Add(_f64(g, 1.0), g.Exp(log_ratio)))
+
+
 @univariate(ptr.BetaRV, lanes=6)
 def beta(g, s, a, b):
     """X / (X + Y) for standard gamma draws X, Y of shapes a, b: sigmoid(log X - log Y)."""
-    log_ratio = g.Sub(log_standard_gamma(g, s, b, lane=3), log_standard_gamma(g, s, a, lane=0))
     zero = _f64(g, 0.0)
-    draws = g.Reciprocal(g.Add(_f64(g, 1.0), g.Exp(log_ratio)))
-    return draws, [
+    return beta_draws(g, s, a, b), [
         (g.LessOrEqual(a, zero), ValueError, "a <= 0"),
         (g.LessOrEqual(b, zero), ValueError, "b <= 0"),
     ]
@@ -760,8 +761,7 @@ def beta_binomial(g, s, n, a, b):
     zero = _f64(g, 0.0)
     bad = g.Or(g.Or(_negative(g, n), g.Not(g.Greater(a, zero))), g.Not(g.Greater(b, zero)))
     a, b = _safe(g, bad, a, 1.0), _safe(g, bad, b, 1.0)
-    log_ratio = g.Sub(log_standard_gamma(g, s, b, lane=3), log_standard_gamma(g, s, a, lane=0))
-    p = g.Reciprocal(g.Add(_f64(g, 1.0), g.Exp(log_ratio)))
+    p = beta_draws(g, s, a, b)
     draws = binomial_draws(g, s, _safe(g, bad, n, 1.0), p, lane=6)
     return draws, [(bad, ValueError, _scipy_domain("betabinom"))]
 
