@@ -125,3 +125,49 @@ def test_a_held_out_sample_from_the_menu(trained, page):
     expected = digits.onnx_probabilities(site / "model" / "digits.onnx", split.x_test[3:4]).argmax()
     assert page.text_content("#prediction") == str(expected)
     assert page.text_content("#label") == f"(label {split.y_test[3]})"
+
+
+def test_random_draws_reproduce_in_the_browser(trained, page):
+    # Philox in onnxruntime-web's wasm build (uint64 Mul, BitShift, Xor), and the samplers'
+    # Loops: the same state gives the draws and the advanced state ONNX Runtime's CPU gives.
+    import onnxruntime as ort
+    import pytensor
+    import pytensor.tensor as pt
+
+    from pt_onnxscript import export_onnx
+    from pt_onnxscript.rng import state_from_generator
+
+    rng = pytensor.shared(np.random.default_rng(7), name="rng")
+    r, normal = pt.random.normal(1.0, 2.0, size=(500,), rng=rng).owner.outputs
+    r, gamma = pt.random.gamma(0.7, 1.5, size=(500,), rng=r).owner.outputs
+    r, poisson = pt.random.poisson(np.array([3.0, 40.0]), size=(250, 2), rng=r).owner.outputs
+    r, integers = pt.random.integers(-(2**62), 2**62, size=(500,), rng=r).owner.outputs
+    fn = pytensor.function([], [normal, gamma, poisson, integers], updates={rng: r})
+    export_onnx(fn, trained[3] / "model" / "random.onnx")
+
+    state = state_from_generator(rng.get_value())
+    session = ort.InferenceSession(str(trained[3] / "model" / "random.onnx"))
+    expected = session.run(None, {"rng": state})
+    got = page.evaluate(
+        """async (state) => {
+            const ort = await import('./ort/ort.wasm.min.mjs');
+            const session = await ort.InferenceSession.create('model/random.onnx');
+            const input = new ort.Tensor('uint64', BigUint64Array.from(state.map(BigInt)), [2]);
+            const result = await session.run({ rng: input });
+            return session.outputNames.map((name) => {
+                const data = result[name].data;
+                const bigint = data instanceof BigInt64Array || data instanceof BigUint64Array;
+                return Array.from(data, (v) => (bigint ? v.toString() : v));
+            });
+        }""",
+        [str(v) for v in state],
+    )
+    names = [o.name for o in session.get_outputs()]
+    assert names[-1] == "rng_updated"
+    for name, ours, theirs in zip(names, expected, got, strict=True):
+        values = np.array(theirs, dtype=ours.dtype if ours.dtype.kind in "iu" else "float64")
+        if ours.dtype.kind in "iu":
+            np.testing.assert_array_equal(values, ours.ravel(), err_msg=name)
+        else:  # log, cos, exp: libm's last bit may differ
+            np.testing.assert_allclose(values, ours.ravel(), rtol=1e-13, err_msg=name)
+    assert not page.errors

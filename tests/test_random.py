@@ -305,6 +305,33 @@ DISCRETE = {
         st.betabinom(30, 2.0, 3.0).pmf,
         30,
     ),
+    # Inversion (sample < 10, or fewer than 10 left out of it), the rarer kind good or bad:
+    "hypergeometric_small_sample": (
+        lambda r: R.hypergeometric(50, 30, 7, size=N, rng=r),
+        st.hypergeom(80, 50, 7).pmf,
+        7,
+    ),
+    "hypergeometric_nearly_everything": (
+        lambda r: R.hypergeometric(30, 50, 75, size=N, rng=r) - 25,
+        lambda k: st.hypergeom(80, 30, 75).pmf(k + 25),
+        5,
+    ),
+    # Ratio of uniforms, with each mapping back: good the rarer, bad the rarer, complement.
+    "hypergeometric_hrua": (
+        lambda r: R.hypergeometric(300, 700, 120, size=N, rng=r),
+        st.hypergeom(1000, 300, 120).pmf,
+        70,
+    ),
+    "hypergeometric_hrua_good_commoner": (
+        lambda r: R.hypergeometric(700, 300, 120, size=N, rng=r) - 50,
+        lambda k: st.hypergeom(1000, 700, 120).pmf(k + 50),
+        70,
+    ),
+    "hypergeometric_hrua_most_of_it": (
+        lambda r: R.hypergeometric(40, 25, 50, size=N, rng=r) - 25,
+        lambda k: st.hypergeom(65, 40, 50).pmf(k + 25),
+        15,
+    ),
     "bernoulli": (lambda r: R.bernoulli(0.3, size=N, rng=r), st.bernoulli(0.3).pmf, 1),
     "geometric": (lambda r: R.geometric(0.3, size=N, rng=r), st.geom(0.3).pmf, 15),
     "integers": (lambda r: R.integers(-3, 7, size=N, rng=r) + 3, lambda k: np.full(len(k), 0.1), 9),
@@ -344,6 +371,23 @@ def test_binomial_means_on_both_sides_of_the_samplers_boundary_in_one_draw():
         assert (
             chi2_pvalue(shifted, lambda k, pmf=pmf, low=low: pmf(k + low), int(12 * sd) + 2) > P_MIN
         )
+
+
+def test_hypergeometric_on_both_sides_of_the_samplers_boundary_and_huge_populations():
+    good = np.array([4, 40, 10**8, 999_999_999])
+    bad = np.array([6, 60, 3 * 10**8, 999_999_999])
+    sample = np.array([9, 10, 5 * 10**7, 5])
+    values = draws(lambda r: R.hypergeometric(good, bad, sample, size=(N, 4), rng=r))
+    assert values.dtype == "int64" and (values >= 0).all() and (values <= sample).all()
+    for column in (0, 1, 3):
+        law = st.hypergeom(good[column] + bad[column], good[column], sample[column])
+        assert chi2_pvalue(values[:, column], law.pmf, sample[column]) > P_MIN
+    # Standard deviation 2,700: counts in 20 bins of equal probability.
+    law = st.hypergeom(4 * 10**8, 10**8, 5 * 10**7)
+    inner = np.unique(law.ppf(np.linspace(0, 1, 21)[1:-1]))
+    observed = np.bincount(np.searchsorted(inner, values[:, 2]), minlength=len(inner) + 1)
+    expected = np.diff(np.concatenate([[0.0], law.cdf(inner - 1), [1.0]])) * N
+    assert st.chisquare(observed, expected * N / expected.sum()).pvalue > P_MIN
 
 
 @pytest.mark.parametrize(
@@ -400,6 +444,31 @@ def test_dirichlet_and_multivariate_normal_moments():
     np.testing.assert_allclose(np.cov(values.T), cov, atol=0.06)
     whitened = np.linalg.solve(np.linalg.cholesky(cov), (values - mu).T).ravel()
     assert st.kstest(whitened, "norm").pvalue > P_MIN
+
+
+@pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
+def test_multivariate_normal_by_each_factor_method(method):
+    cov = np.array([[[2.0, 0.6], [0.6, 1.0]], [[4.0, 0.0], [0.0, 0.25]]])
+    values = draws(
+        lambda r: R.multivariate_normal(np.zeros(2), cov, size=(N, 2), method=method, rng=r)
+    )
+    assert values.shape == (N, 2, 2)
+    for batch in range(2):
+        whitened = np.linalg.solve(np.linalg.cholesky(cov[batch]), values[:, batch].T).ravel()
+        assert st.kstest(whitened, "norm").pvalue > P_MIN
+    if method != "cholesky":
+        # NumPy's factors of a singular covariance; a negative eigenvalue's root is NaN.
+        singular = draws(
+            lambda r: R.multivariate_normal(
+                np.zeros(2), np.ones((2, 2)), size=(5,), method=method, rng=r
+            )
+        )
+        np.testing.assert_allclose(singular[:, 0], singular[:, 1], rtol=1e-12)
+    if method == "eigh":
+        negative = draws(
+            lambda r: R.multivariate_normal(np.zeros(2), -np.eye(2), method=method, rng=r)
+        )
+        assert np.isnan(negative).all()
 
 
 def test_multivariate_normal_of_a_matrix_that_is_not_positive_definite_raises():
@@ -459,6 +528,10 @@ def test_choice_without_replacement_matches_numpys_law():
         (lambda r: R.gamma(np.inf, 1.0, rng=r), np.array(np.inf)),
         (lambda r: R.normal(np.nan, 1.0, rng=r), np.array(np.nan)),
         (lambda r: R.dirichlet(np.array([0.0, 1.0]), rng=r), np.array([0.0, 1.0])),
+        (
+            lambda r: R.hypergeometric([0, 10, 5, 7, 3], [10, 0, 5, 3, 4], [4, 4, 0, 10, 7], rng=r),
+            np.array([0, 4, 0, 7, 3]),
+        ),
     ],
 )
 def test_edge_parameters_give_numpys_values(make, expected):
@@ -522,6 +595,19 @@ def test_tiny_shapes_keep_their_draws():
             "pvals < 0, pvals > 1 or pvals contains NaNs",
         ),
         (lambda r: R.negative_binomial(0.0, 0.5, rng=r), ValueError, "Domain error in arguments"),
+        (lambda r: R.hypergeometric(-1, 2, 1, rng=r), ValueError, "ngood < 0"),
+        (lambda r: R.hypergeometric(2, np.array([2, -1]), 1, rng=r), ValueError, "nbad < 0"),
+        (lambda r: R.hypergeometric(2, 2, -1, rng=r), ValueError, "nsample < 0"),
+        (
+            lambda r: R.hypergeometric(2, 2, 5, size=3, rng=r),
+            ValueError,
+            "ngood \\+ nbad < nsample",
+        ),
+        (
+            lambda r: R.hypergeometric(10**9, 1, 1, rng=r),
+            ValueError,
+            "both ngood and nbad must be less than 1000000000",
+        ),
     ],
 )
 def test_parameters_outside_the_domain_raise_as_in_pytensor(make, error, message):
@@ -576,12 +662,9 @@ def test_unsupported_random_variables_are_named():
     rng = pytensor.shared(np.random.default_rng(0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        draw = R.hypergeometric(5, 5, 3, rng=rng)
-    with pytest.raises(pt_onnxscript.UnsupportedOpError, match="HyperGeometricRV"):
+        draw = R.hypergeometric(5.0, 5, 3, rng=rng)
+    with pytest.raises(pt_onnxscript.UnsupportedOpError, match="must be integers"):
         pytensor.function([], draw, mode="ONNX")
     p = pt.vector("p")
     with pytest.raises(pt_onnxscript.UnsupportedOpError, match="number of categories"):
         pytensor.function([p], R.multinomial(3, p, rng=rng), mode="ONNX")
-    mv = R.multivariate_normal(np.zeros(2), np.eye(2), method="eigh", rng=rng)
-    with pytest.raises(pt_onnxscript.UnsupportedOpError, match='method="cholesky"'):
-        pytensor.function([], mv, mode="ONNX")

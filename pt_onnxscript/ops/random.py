@@ -25,7 +25,8 @@ from pytensor.tensor.random import basic as ptr
 from pytensor.tensor.type_other import NoneTypeT
 
 from pt_onnxscript.ops.common import constant, loop, raise_if, where
-from pt_onnxscript.ops.linalg import lower_factor
+from pt_onnxscript.ops.decompositions import jacobi_eigen, jacobi_svd
+from pt_onnxscript.ops.linalg import lower_factor, symmetric
 from pt_onnxscript.ops.scalar.math import arctan2, log1p
 from pt_onnxscript.ops.scalar.special import gammaln
 from pt_onnxscript.registry import register, register_check
@@ -766,6 +767,136 @@ def beta_binomial(g, s, n, a, b):
     return draws, [(bad, ValueError, _scipy_domain("betabinom"))]
 
 
+@register_check(ptr.HyperGeometricRV)
+def hypergeometric_integers(node):
+    if any(not var.type.dtype.startswith(("int", "uint")) for var in node.inputs[2:]):
+        return (
+            "hypergeometric's ngood, nbad and nsample must be integers (NumPy, so PyTensor, "
+            "refuses to cast floats to int64): round them and cast with astype('int64')"
+        )
+    return None
+
+
+_FEW = np.arange(10, dtype=np.float64)  # the counts a sample of at most 9 can hold
+
+
+def _log_falling(g, x):
+    """log(x (x - 1) ... (x - k + 1)) for k = 0 .. 9 on a new last axis (-inf from k = x + 1
+    on: no such count)."""
+    factors = g.Max(g.Sub(g.Unsqueeze(x, _i64(g, [-1])), _f64(g, _FEW)), _f64(g, 0.0))
+    return g.CumSum(g.Log(factors), _i64(g, -1), exclusive=1)
+
+
+def _at(g, table, k):
+    """table[..., k] for counts `k` (float64, the shape of the table's leading dims)."""
+    index = g.Unsqueeze(g.Cast(k, to=ir.DataType.INT64), _i64(g, [-1]))
+    return g.GatherElements(table, index, axis=-1)
+
+
+def _log_factorials(g, *counts):
+    """log(k1!) + log(k2!) + ... (one gammaln for all of them)."""
+    stacked = g.Concat(*(g.Unsqueeze(k, _i64(g, [0])) for k in counts), axis=0)
+    return g.ReduceSum(_lgamma(g, g.Add(stacked, _f64(g, 1.0))), _i64(g, [0]), keepdims=0)
+
+
+@univariate(ptr.HyperGeometricRV, lanes=2)
+def hypergeometric(g, s, ngood, nbad, nsample):
+    """NumPy's: the count K of the rarer kind (m of them, M of the other) in a sample of
+    n = min(nsample, total - nsample), mapped back to the good ones in the sample. Where
+    nsample < 10 or total - nsample < 10 (so n <= 9), by inversion over the probabilities
+    C(n, k) [m]_k [M]_(n-k) / [total]_n of k = 0 .. 9 (falling factorials: a few ulps); else
+    by Stadlober's ratio of uniforms (HRUA, 1989) in a while Loop."""
+    zero, one, half, ten = _f64(g, 0.0), _f64(g, 1.0), _f64(g, 0.5), _f64(g, 10.0)
+    total = g.Add(ngood, nbad)
+    limit = _f64(g, 1e9)
+    checks = [
+        (_negative(g, ngood), ValueError, "ngood < 0"),
+        (_negative(g, nbad), ValueError, "nbad < 0"),
+        (_negative(g, nsample), ValueError, "nsample < 0"),
+        (g.Less(total, nsample), ValueError, "ngood + nbad < nsample"),
+        (
+            g.Or(g.GreaterOrEqual(ngood, limit), g.GreaterOrEqual(nbad, limit)),
+            ValueError,
+            "both ngood and nbad must be less than 1000000000",
+        ),
+    ]
+    bad = checks[0][0]
+    for failed, _, _ in checks[1:]:
+        bad = g.Or(bad, failed)
+    ngood, nbad, nsample = (
+        g.Expand(_safe(g, bad, x, 0.0), s.shape) for x in (ngood, nbad, nsample)
+    )
+    total = g.Add(ngood, nbad)
+    n = g.Min(nsample, g.Sub(total, nsample))
+    m, big_m = g.Min(ngood, nbad), g.Max(ngood, nbad)
+    large = g.GreaterOrEqual(n, ten)
+
+    # inversion
+    small_n = g.Where(large, zero, n)
+    k = _f64(g, _FEW)
+    rest = g.Max(g.Sub(g.Unsqueeze(small_n, _i64(g, [-1])), k), zero)  # n - k, 0 past n
+    log_factorials = _f64(g, _LOG_FACTORIALS[:10])
+    log_choose = g.Sub(
+        g.Sub(_at(g, g.Expand(log_factorials, g.Shape(rest)), small_n), log_factorials),
+        g.Gather(log_factorials, g.Cast(rest, to=ir.DataType.INT64)),
+    )
+    log_pmf = g.Sub(
+        g.Add(
+            g.Add(log_choose, _log_falling(g, g.Where(large, zero, m))),
+            g.GatherElements(
+                _log_falling(g, g.Where(large, zero, big_m)),
+                g.Cast(rest, to=ir.DataType.INT64),
+                axis=-1,
+            ),
+        ),
+        _at(g, _log_falling(g, g.Where(large, zero, total)), small_n),
+    )
+    pmf = g.Where(g.LessOrEqual(k, g.Unsqueeze(small_n, _i64(g, [-1]))), g.Exp(log_pmf), zero)
+    below = g.Less(g.CumSum(pmf, _i64(g, -1)), g.Unsqueeze(s.uniform(g, 0), _i64(g, [-1])))
+    counted = g.ReduceSum(g.Cast(below, to=F64), _i64(g, [-1]), keepdims=0)
+    inverted = g.Min(counted, g.Min(small_n, m))  # a cdf rounded below 1 never overshoots
+
+    # HRUA, on n >= 10 (the others' constants are stand-ins: n = m = M = 10)
+    n_big, m_big, big_m_big = (g.Where(large, x, ten) for x in (n, m, big_m))
+    total_big = g.Add(m_big, big_m_big)
+    p, q = g.Div(m_big, total_big), g.Div(big_m_big, total_big)
+    a = g.Add(g.Mul(n_big, p), half)
+    variance = g.Div(
+        g.Mul(g.Mul(g.Sub(total_big, n_big), n_big), g.Mul(p, q)), g.Sub(total_big, one)
+    )
+    c = g.Sqrt(g.Add(variance, half))
+    h = g.Add(g.Mul(_f64(g, 2 * math.sqrt(2 / math.e)), c), _f64(g, 3 - 2 * math.sqrt(3 / math.e)))
+    mode = g.Floor(
+        g.Div(g.Mul(g.Add(n_big, one), g.Add(m_big, one)), g.Add(total_big, _f64(g, 2.0)))
+    )
+    peak = _log_factorials(
+        g, mode, g.Sub(m_big, mode), g.Sub(n_big, mode), g.Add(g.Sub(big_m_big, n_big), mode)
+    )
+    bound = g.Min(g.Add(g.Min(n_big, m_big), one), g.Floor(g.Add(a, g.Mul(_f64(g, 16.0), c))))
+
+    def attempt(g, r, s, a, h, bound, m, big_m, n, peak):
+        u, v = s.uniforms(g, r, 1)
+        x = g.Add(a, g.Div(g.Mul(h, g.Sub(v, half)), u))
+        inside = g.And(g.GreaterOrEqual(x, zero), g.Less(x, bound))
+        k = g.Floor(g.Min(g.Max(x, zero), g.Sub(bound, one)))
+        t = g.Sub(
+            peak,
+            _log_factorials(g, k, g.Sub(m, k), g.Sub(n, k), g.Add(g.Sub(big_m, n), k)),
+        )
+        quick = g.LessOrEqual(g.Sub(g.Mul(u, g.Sub(_f64(g, 4.0), u)), _f64(g, 3.0)), t)
+        squeezed = g.GreaterOrEqual(g.Mul(u, g.Sub(u, t)), one)
+        exact = g.And(g.Not(squeezed), g.LessOrEqual(g.Mul(_f64(g, 2.0), g.Log(u)), t))
+        return k, g.And(inside, g.Or(quick, exact))
+
+    params = [a, h, bound, m_big, big_m_big, n_big, peak]
+    rejected = rejection(g, s, attempt, params, "hypergeometric", done=g.Not(large))
+
+    rarer = g.Where(large, rejected, inverted)
+    in_sample = g.Where(g.Greater(ngood, nbad), g.Sub(n, rarer), rarer)  # good ones among n
+    draws = g.Where(g.Less(n, nsample), g.Sub(ngood, in_sample), in_sample)
+    return draws, checks
+
+
 @univariate(ptr.GenGammaRV, lanes=3)
 def gengamma(g, s, alpha, p, lambd):
     """lambd G^(1/p), G a standard gamma draw of shape alpha / p (SciPy's gengamma)."""
@@ -951,19 +1082,28 @@ def dirichlet(g, node, rng, size, alphas):
     return s.next_state, _result(g, node, draws, checks)
 
 
-@register_check(ptr.MvNormalRV)
-def mvnormal_method(node):
-    if node.op.method != "cholesky":
-        return (
-            f'method="{node.op.method}" is not translated (its factor comes from an '
-            f'{node.op.method} decomposition): use method="cholesky", the default'
-        )
-    return None
+def _covariance_factor(g, node, cov):
+    """A with A A^T = cov by the node's method, as PyTensor's: the Cholesky factor, or the
+    eigenvectors (of the lower triangle, NumPy's eigh) or left singular vectors scaled by the
+    square roots of their values (NaN where an eigenvalue is negative, as NumPy's). Then the
+    (failed, exception, message) checks."""
+    rank, method = node.inputs[3].type.ndim, node.op.method
+    if method == "cholesky":
+        factor = lower_factor(g, cov, "float64", True, rank, node.inputs[3].type.shape[-1])
+        return factor, [(g.IsNaN(factor), LinAlgError, "Matrix is not positive definite")]
+    if method == "eigh":
+        values, vectors, failed = jacobi_eigen(g, symmetric(g, cov, True, rank), "float64")
+        message = "Eigenvalues did not converge"
+    else:
+        values, vectors, _, failed = jacobi_svd(g, cov, "float64", rank, full=False)
+        message = "SVD did not converge"
+    factor = g.Mul(vectors, g.Unsqueeze(g.Sqrt(values), _i64(g, [-2])))
+    return factor, [(failed, LinAlgError, message)]
 
 
 @register(ptr.MvNormalRV)
 def multivariate_normal(g, node, rng, size, mean, cov):
-    """mean + L z, L the Cholesky factor of cov and z standard normal (NumPy's method)."""
+    """mean + A z, A A^T = cov (by the node's method) and z standard normal (NumPy's way)."""
     mean, cov = _float(g, node.inputs[2], mean), _float(g, node.inputs[3], cov)
     shape = _support_shape(
         g,
@@ -978,11 +1118,9 @@ def multivariate_normal(g, node, rng, size, mean, cov):
         g.Shape(mean, start=-1),
     )
     s = Stream(g, rng, shape)
-    rank = node.inputs[3].type.ndim
-    factor = lower_factor(g, cov, "float64", True, rank, node.inputs[3].type.shape[-1])
+    factor, checks = _covariance_factor(g, node, cov)
     z = g.Unsqueeze(s.normal(g, 0), _i64(g, [-1]))
     draws = g.Add(mean, g.Squeeze(g.MatMul(factor, z), _i64(g, [-1])))
-    checks = [(g.IsNaN(factor), LinAlgError, "Matrix is not positive definite")]
     return s.next_state, _result(g, node, draws, checks)
 
 
