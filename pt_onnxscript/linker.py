@@ -8,8 +8,10 @@ from contextlib import contextmanager
 import numpy as np
 import onnx_ir as ir
 from pytensor.compile.mode import Mode
+from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.rewriting.db import RewriteDatabaseQuery
 from pytensor.link.basic import JITLinker
+from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.ops.common import CHECK
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, newest_opset  # noqa: F401
@@ -60,19 +62,30 @@ class ONNXLinker(JITLinker):
         return super().accept(fgraph, no_recycling, profile)
 
     def fgraph_convert(self, fgraph, input_storage, storage_map, **kwargs):
-        model = fgraph_to_model(fgraph, opset=self.opset, optimize=self.optimize)
-        checks = model_checks(model)
-        with raising_checks(checks):
-            session = inference_session(model, self.providers, self.threads)
+        # Shared variables stay inputs (set_value and in-place changes must be seen), but their
+        # shapes are known now: the model specialised on them folds its shape arithmetic and
+        # checks away. A call whose shared values have other shapes (set_value of another
+        # shape, an update that grows one) runs the general model, translated at that call.
+        fixed = shared_shapes(fgraph)
+        specialised = self._compile(fgraph, fixed)
+        general = None if fixed else specialised
+        positions = [(fgraph.inputs.index(var), shape) for var, shape in fixed.items()]
         inputs = [
             (value.name, None if is_random_state(var) else np.dtype(var.type.dtype))
-            for value, var in zip(model.graph.inputs, fgraph.inputs, strict=True)
+            for value, var in zip(specialised[0].graph.inputs, fgraph.inputs, strict=True)
         ]
-        session_run = session.run
         states = [i for i, var in enumerate(fgraph.outputs) if is_random_state(var)]
 
         def run(*args):
             # As little Python per call as possible: this is all mode "ONNX" adds to a call.
+            nonlocal general
+            _, session_run, checks = specialised
+            for i, shape in positions:
+                if np.shape(args[i]) != shape:
+                    if general is None:
+                        general = self._compile(fgraph, {})
+                    _, session_run, checks = general
+                    break
             feeds = {
                 name: arg
                 if type(arg) is np.ndarray and arg.dtype == dtype
@@ -89,14 +102,36 @@ class ONNXLinker(JITLinker):
                 results[i] = generator_from_state(results[i])
             return results
 
-        run.model = model
+        run.model = specialised[0]
         return run
+
+    def _compile(self, fgraph, fixed_shapes):
+        """(model, its session's run, its checks) for `fgraph`, inputs of the given shapes."""
+        model = fgraph_to_model(
+            fgraph, opset=self.opset, optimize=self.optimize, fixed_shapes=fixed_shapes
+        )
+        checks = model_checks(model)
+        with raising_checks(checks):
+            session = inference_session(model, self.providers, self.threads)
+        return model, session.run, checks
 
     def jit_compile(self, fn):
         return fn
 
     def create_thunk_inputs(self, storage_map):
         return [storage_map[var] for var in self.fgraph.inputs]
+
+
+def shared_shapes(fgraph) -> dict:
+    """The current shapes of the shared tensor inputs of `fgraph` whose dims PyTensor leaves
+    unknown."""
+    return {
+        var: np.shape(var.get_value(borrow=True))
+        for var in fgraph.inputs
+        if isinstance(var, SharedVariable)
+        and isinstance(var.type, TensorType)
+        and None in var.type.shape
+    }
 
 
 def model_checks(model: ir.Model) -> dict[str, tuple[type[Exception], str]]:

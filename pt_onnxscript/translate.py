@@ -364,6 +364,7 @@ def fgraph_to_model(
     output_names: Sequence[str] | None = None,
     dims: Mapping[str, Sequence[Dim]] | None = None,
     baked: Mapping[Variable, np.ndarray] | None = None,
+    fixed_shapes: Mapping[Variable, Sequence[int]] | None = None,
     name: str = "pytensor_graph",
     optimize: bool = True,
 ) -> ir.Model:
@@ -374,7 +375,8 @@ def fgraph_to_model(
     (pt_onnxscript.optimize); turn it off to see the translations' own nodes.
 
     `baked` maps fgraph inputs to values stored as initializers instead of graph inputs;
-    `dims` maps input names to the names or sizes of their unknown dims.
+    `dims` maps input names to the names or sizes of their unknown dims, `fixed_shapes`
+    fgraph inputs to their sizes.
     """
     check_opset(opset)
     for var in list(fgraph.inputs) + list(fgraph.outputs):
@@ -409,7 +411,10 @@ def fgraph_to_model(
             tensor = as_ir_tensor(baked[var], io_type(var)[0], var_name)
             values[var] = builder.initializer(tensor, var_name, qualify=False)
         else:
-            shape = value_shape(var, dims.get(var_name), var_name)
+            given = (
+                fixed_shapes[var] if fixed_shapes and var in fixed_shapes else dims.get(var_name)
+            )
+            shape = value_shape(var, given, var_name)
             values[var] = builder.input(var_name, onnx_dtype(io_type(var)[0]), shape)
 
     translate_graph(g, nodes, values, outputs=fgraph.outputs)

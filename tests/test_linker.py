@@ -76,6 +76,39 @@ def test_shared_inputs_change_between_calls():
     assert_same(f(np.ones(2)), np.array([5.0, 6.0]))
 
 
+def test_shared_shapes_are_specialised_and_a_new_shape_runs_the_general_model():
+    w = pytensor.shared(np.ones((3, 2)), name="w")  # dims unknown to PyTensor
+    b = pytensor.shared(np.zeros(2), name="b")
+    x = pt.matrix("x")
+    f = pytensor.function([x], pt.maximum(x @ w + b, 0), mode="ONNX")
+    model = f.vm.jit_fn.model
+    # Specialised on the shapes w and b have now: no shape checks left, only the math.
+    ops = sorted(node.op_type for node in model.graph)
+    assert ops == ["Add", "MatMul", "Relu", "Unsqueeze"]  # b[None] + x @ w
+    assert_same(f(np.ones((1, 3))), np.full((1, 2), 3.0))
+    w.get_value(borrow=True)[0, 0] = 2.0  # an in-place change is seen: values are fed
+    assert_same(f(np.ones((1, 3))), np.array([[4.0, 3.0]]))
+    w.set_value(np.ones((4, 5)))
+    b.set_value(np.arange(5.0))
+    assert_same(f(np.ones((2, 4))), np.tile(np.arange(5.0) + 4, (2, 1)))
+    w.set_value(np.ones((3, 2)))  # back to the specialised shapes
+    b.set_value(np.zeros(2))
+    assert_same(f(np.ones((1, 3))), np.full((1, 2), 3.0))
+    b.set_value(np.zeros(3))  # shapes that do not broadcast fail, never broadcast wrongly
+    with pytest.raises(Exception, match="broadcast|[Ss]hape|mismatch"):
+        f(np.ones((1, 3)))
+
+
+def test_an_update_that_grows_a_shared_variable():
+    buffer = pytensor.shared(np.zeros(1), name="buffer")
+    x = pt.scalar("x")
+    f = pytensor.function(
+        [x], buffer.sum(), updates={buffer: pt.concatenate([buffer, x[None]])}, mode="ONNX"
+    )
+    assert [float(f(v)) for v in (1.0, 2.0, 3.0)] == [0.0, 1.0, 3.0]
+    assert buffer.get_value().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_input_with_wrong_shape_raises_instead_of_guessing():
     x = pt.vector("x", shape=(3,))
     f = pytensor.function([x], x + 1, mode="ONNX")
