@@ -89,6 +89,43 @@ class SignRepairedWhere(RewriteRuleClassBase):
         return op.Where(op.Xor(cond, true), b, a)
 
 
+class LeadingUnsqueezeBroadcast(RewriteRuleClassBase):
+    """``op(x, Unsqueeze(y, [0, .., k-1])) -> op(x, y)`` for a broadcasting binary `op`
+    (and with the operands swapped) when x has at least the Unsqueeze's rank: broadcasting
+    aligns trailing dims and pads with leading 1s, so the result is the same (PyTensor's
+    ``b[None, :]`` of ``x @ w + b``)."""
+
+    def __init__(self, op_type: str, unsqueezed_first: bool):
+        # The Unsqueeze may feed other nodes: it stays, and goes once nothing reads it.
+        name = f"LeadingUnsqueeze{op_type}{'First' if unsqueezed_first else ''}"
+        super().__init__(name, remove_nodes=False)
+        self.op_type, self.unsqueezed_first = op_type, unsqueezed_first
+
+    def pattern(self, op, x, y, axes):
+        unsqueezed = op.Unsqueeze(y, axes)
+        operands = (unsqueezed, x) if self.unsqueezed_first else (x, unsqueezed)
+        return getattr(op, self.op_type)(*operands)
+
+    def check(self, context, x, y, axes):
+        check = MatchResult()
+        if axes.const_value is None or x.shape is None or y.shape is None:
+            return check.fail("the axes or a rank are not known")
+        added = axes.const_value.numpy().reshape(-1).tolist()
+        rank = len(y.shape) + len(added)
+        if sorted(a % rank for a in added) != list(range(len(added))):
+            return check.fail("the Unsqueeze adds dims other than leading ones")
+        if len(x.shape) < rank:
+            return check.fail("the other operand's rank is lower")
+        return check
+
+    def rewrite(self, op, x, y, axes):
+        operands = (y, x) if self.unsqueezed_first else (x, y)
+        return getattr(op, self.op_type)(*operands)
+
+
+_BROADCASTING = ("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater")
+
+
 def _constant_equal(value: ir.Value, expected: float) -> bool:
     tensor = ir.convenience.get_const_tensor(value)
     return tensor is not None and tensor.size == 1 and float(tensor.numpy().item()) == expected
@@ -133,6 +170,11 @@ EXACT_RULES = RewriteRuleSet(
         rules.fuse_pad_into_conv_rule,
         rules.remove_optional_bias_from_conv_rule,
         rules.remove_optional_bias_from_gemm_rule,
+        *(
+            LeadingUnsqueezeBroadcast.rule(op_type, first)
+            for op_type in _BROADCASTING
+            for first in (False, True)
+        ),
     ]
 )
 

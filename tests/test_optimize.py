@@ -207,3 +207,21 @@ def test_expand_to_a_0d_shape_is_dropped_whatever_the_input():
     model = ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
     optimize(model)
     assert [node.op_type for node in model.graph] in ([], ["Identity"])
+
+
+def test_a_leading_unsqueeze_into_a_broadcasting_op_is_dropped_only_when_exact():
+    x, m = pt.matrix("x", shape=(None, 3)), pt.tensor3("m", shape=(None, 2, 3))
+    v, s = pt.vector("v", shape=(3,)), pt.scalar("s")
+    outputs = [x - v, v / x, m * v[None, :], v[:, None] + x[0], m - s]
+    model = export_onnx(([x, m, v, s], outputs))
+    assert sum(n.op_type == "Unsqueeze" for n in model.graph.node) == 1  # v[:, None] stays
+    compare_onnx_and_py(
+        [x, m, v, s],
+        outputs,
+        [
+            np.ones((2, 3)),
+            np.arange(12.0).reshape(2, 2, 3),
+            np.array([1.0, 2.0, 4.0]),
+            np.array(3.0),
+        ],
+    )
