@@ -99,6 +99,36 @@ def test_shared_shapes_are_specialised_and_a_new_shape_runs_the_general_model():
         f(np.ones((1, 3)))
 
 
+def test_weights_the_function_does_not_update_are_baked_and_every_change_is_seen():
+    from pt_onnxscript.linker import BAKED_ELEMENTS, RESPECIALISATIONS
+
+    w = pytensor.shared(np.array([1.0, 2.0]), name="w")
+    big = pytensor.shared(np.ones(BAKED_ELEMENTS + 1, "float32"), name="big")
+    count = pytensor.shared(np.array(0.0), name="count")
+    x = pt.vector("x")
+    f = pytensor.function([x], [x * w, big.sum(), count], updates={count: count + 1}, mode="ONNX")
+    inputs = [value.name for value in f.vm.jit_fn.model.graph.inputs]
+    assert inputs == ["x", "big", "count"]  # w is an initializer; big is too big to compare
+    assert f(np.ones(2))[0].tolist() == [1.0, 2.0]
+    changes = [
+        lambda: w.set_value(np.array([3.0, 4.0])),
+        lambda: w.get_value(borrow=True).__setitem__(0, -0.0),  # in place, sign bit only
+        lambda: w.set_value(np.array([np.nan, 1.0])),
+        lambda: w.set_value(np.array([5.0, 6.0, 7.0])),  # another shape
+        lambda: w.set_value(np.array([8.0, 9.0])),  # past RESPECIALISATIONS: the general model
+    ]
+    assert len(changes) > RESPECIALISATIONS
+    for change in changes:
+        change()
+        for _ in range(2):
+            got = f(np.ones_like(w.get_value()))[0]
+            np.testing.assert_array_equal(got, w.get_value())
+            assert np.signbit(got).tolist() == np.signbit(w.get_value()).tolist()
+    assert f(np.ones(2))[2] == 2 * len(changes) + 1  # the updated variable is fed, as ever
+    big.get_value(borrow=True)[0] = 3.0
+    assert f(np.ones(2))[1] == BAKED_ELEMENTS + 3
+
+
 def test_an_update_that_grows_a_shared_variable():
     buffer = pytensor.shared(np.zeros(1), name="buffer")
     x = pt.scalar("x")
