@@ -145,10 +145,11 @@ class ONNXLinker(JITLinker):
 
 
 # Shared values of at most this many elements are baked into mode "ONNX"'s model (see
-# ONNXLinker.fgraph_convert): each call compares their bytes with the baked ones (~3 us per
-# 64 kB), cheap next to what ONNX Runtime gains from constant weights (a pre-packed Conv is
-# 2-3x faster than one fed its kernel).
-BAKED_ELEMENTS = 1 << 16
+# ONNXLinker.fgraph_convert), since each call compares their bytes with the baked ones: conv
+# kernels, biases and small dense layers, where ONNX Runtime gains most from constant weights
+# (the digits CNN runs 2x faster with its kernel pre-packed); a dense layer's pre-packed
+# MatMul gains less than comparing a large matrix costs.
+BAKED_ELEMENTS = 4096
 RESPECIALISATIONS = 3
 
 
