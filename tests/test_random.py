@@ -513,6 +513,49 @@ def test_choice_without_replacement_matches_numpys_law():
     assert sorted(map(tuple, flat.tolist())) == sorted(map(tuple, rows.tolist()))
 
 
+def test_batched_choice_without_replacement_samples_each_entry_on_its_own():
+    from pytensor.graph.replace import vectorize_graph
+
+    rng = pytensor.shared(np.random.default_rng(3))
+    p, rows = pt.vector("p"), pt.matrix("rows")
+    n, a = pt.lscalar("n"), pt.matrix("a")
+    single = [
+        R.choice(4, size=(2,), replace=False, p=p, rng=rng),
+        R.choice(n, size=(2,), replace=False, rng=rng),
+        R.choice(a, size=(2,), replace=False, rng=rng),
+    ]
+    batched = vectorize_graph(single, {p: rows, n: pt.lvector("ns"), a: pt.tensor3("as")})
+    inputs = [rows, *(b.owner.inputs[2] for b in batched[1:])]
+    draws = [b.owner.outputs[1] for b in batched]
+    # The three read the same state (their streams are alike, which is not tested here).
+    f = pytensor.function(inputs, draws, updates={rng: batched[-1].owner.outputs[0]}, mode="ONNX")
+    p_rows = np.array([[0.1, 0.2, 0.3, 0.4], [0.0, 0.0, 0.5, 0.5], [0.7, 0.1, 0.1, 0.1]])
+    sizes = np.array([2, 5, 3])
+    tensors = np.arange(24.0).reshape(2, 4, 3)
+    weighted, ranges, picked = collections.Counter(), collections.Counter(), []
+    for _ in range(2000):
+        x, y, z = f(p_rows, sizes, tensors)
+        assert x.shape == (3, 2) and y.shape == (3, 2) and z.shape == (2, 2, 3)
+        assert sorted(x[1]) == [2, 3] and all(len(set(row)) == 2 for row in (*x, *y))
+        assert (y[0] < 2).all() and (y[1] < 5).all() and (y[2] < 3).all()
+        weighted[tuple(x[0])] += 1
+        ranges[tuple(y[2])] += 1
+        picked.append(z)
+    numpy_rng = np.random.default_rng(0)
+    theirs = collections.Counter(
+        tuple(numpy_rng.choice(4, size=2, replace=False, p=p_rows[0])) for _ in range(2000)
+    )
+    pairs = sorted(set(weighted) | set(theirs))
+    table = [[weighted[k] for k in pairs], [theirs[k] for k in pairs]]
+    assert st.chi2_contingency(table).pvalue > P_MIN
+    assert len(ranges) == 6 and st.chisquare(list(ranges.values())).pvalue > P_MIN
+    for z in picked[:50]:  # whole rows of each batch entry's own array, distinct
+        for entry in range(2):
+            chosen = [tuple(row) for row in z[entry].tolist()]
+            assert len(set(chosen)) == 2
+            assert set(chosen) <= {tuple(row) for row in tensors[entry].tolist()}
+
+
 @pytest.mark.parametrize(
     "make, expected",
     [

@@ -1124,47 +1124,85 @@ def multivariate_normal(g, node, rng, size, mean, cov):
     return s.next_state, _result(g, node, draws, checks)
 
 
-@register_check(ptr.ChoiceWithoutReplacement)
-def choice_unbatched(node):
-    op = node.op
-    if node.inputs[2].type.ndim != op.ndims_params[0] or not _is_none(node.inputs[1]):
-        return "batched choice without replacement is not translated: choose from one array"
-    return None
+def _first_core_shape(g, var, core_shape):
+    """The sample's shape from `core_shape` (int64): a batched one (PyTensor allows them only
+    when all are equal) gives its first row, as PyTensor's choice does."""
+    core_shape = g.Cast(core_shape, to=ir.DataType.INT64) if var.dtype != "int64" else core_shape
+    for _ in range(var.type.ndim - 1):
+        core_shape = g.Gather(core_shape, _i64(g, 0), axis=0)
+    return core_shape
 
 
 @register(ptr.ChoiceWithoutReplacement)
 def choice_without_replacement(g, node, rng, size, a, *rest):
     """The k largest of one key per population element: uniform keys, or with p, log p plus a
     Gumbel draw (the Gumbel top-k trick: the same law as drawing one by one in proportion to p,
-    as NumPy does)."""
+    as NumPy does). Batched (a's or p's leading dims, or `size`) as PyTensor's loop over
+    NumPy's choice: one independent sample per batch entry; a batch of integers `a` samples
+    each from its own range."""
     op = node.op
     p, core_shape = (rest[0], rest[1]) if op.has_p_param else (None, rest[0])
     int64 = ir.DataType.INT64
-    scalar = node.inputs[2].type.ndim == 0
-    population = g.Cast(g.Reshape(a, _i64(g, [1])), to=int64) if scalar else g.Shape(a, end=1)
-    core_shape = (
-        g.Cast(core_shape, to=int64) if core_shape.dtype != ir.DataType.INT64 else core_shape
-    )
+    a_var, core_var = node.inputs[2], node.inputs[-1]
+    scalar = op.ndims_params[0] == 0
+    a_batch = a_var.type.ndim - op.ndims_params[0]
+    core_shape = _first_core_shape(g, core_var, core_shape)
     count = g.Reshape(g.ReduceProd(core_shape, keepdims=1), _i64(g, [1]))
-    s = Stream(g, rng, population)
+    # The batch: `size`, else a's and p's leading dims broadcast (none: one sample).
+    out_ndim = node.outputs[1].type.ndim
+    batch_rank = out_ndim - core_var.type.shape[-1] - (0 if scalar else op.ndims_params[0] - 1)
+    if batch_rank == 0:
+        batch = _i64(g, np.zeros(0, np.int64))
+    elif not _is_none(node.inputs[1]):
+        batch = size if node.inputs[1].type.dtype == "int64" else g.Cast(size, to=int64)
+    else:
+        leading = [g.Shape(a, end=a_batch)]
+        if p is not None:
+            leading.append(g.Shape(p, end=a_batch))
+        batch = _batch_shape(g, [g.ConstantOfShape(shape) for shape in leading])
+    if scalar:
+        sizes = g.Expand(g.Cast(a, to=int64), batch)  # each entry's population
+        width = (
+            g.Shape(p, start=-1)
+            if p is not None
+            else g.Reshape(
+                g.ReduceMax(
+                    g.Concat(g.Reshape(sizes, _i64(g, [-1])), _i64(g, [0]), axis=0), keepdims=1
+                ),
+                _i64(g, [1]),
+            )
+        )
+    else:
+        width = g.Shape(a, start=a_batch, end=a_batch + 1)
+        sizes = g.Expand(g.Reshape(width, _i64(g, [])), batch)
+    s = Stream(g, rng, g.Concat(batch, width, axis=0))
     u = s.uniform(g, 0)
     checks = [
         (
-            g.Greater(count, population),
+            g.Greater(count, sizes),
             ValueError,
             "Cannot take a larger sample than population when replace is False",
         )
     ]
     if p is None:
-        keys = u
+        # An integer a smaller than the widest: the positions past it never come first.
+        inside = g.Less(
+            g.Range(_i64(g, 0), g.Reshape(width, _i64(g, [])), _i64(g, 1)),
+            g.Unsqueeze(sizes, _i64(g, [-1])),
+        )
+        keys = g.Where(inside, u, _f64(g, -1.0))
     else:
-        p = _float(g, node.inputs[3], p)
+        p_width = g.Reshape(g.Shape(p, start=-1), _i64(g, []))
+        p = g.Expand(_float(g, node.inputs[3], p), g.Concat(batch, width, axis=0))
         zero = _f64(g, 0.0)
         keys = g.Sub(g.Log(p), g.Log(g.Neg(g.Log(u))))
-        total = g.ReduceSum(p, keepdims=0)
-        nonzero = g.ReduceSum(g.Cast(g.Greater(p, zero), to=int64), keepdims=1)
+        last = _i64(g, [-1])
+        total = g.ReduceSum(p, last, keepdims=0)
+        nonzero = g.ReduceSum(g.Cast(g.Greater(p, zero), to=int64), last, keepdims=0)
         off = g.Greater(g.Abs(g.Sub(total, _f64(g, 1.0))), _f64(g, np.sqrt(np.finfo(float).eps)))
-        checks += [
+        checks = [
+            (g.Not(g.Equal(sizes, p_width)), ValueError, "a and p must have same size"),
+            *checks,
             (_negative(g, p), ValueError, "Probabilities are not non-negative"),
             (
                 off,
@@ -1173,16 +1211,18 @@ def choice_without_replacement(g, node, rng, size, a, *rest):
             ),
             (g.Less(nonzero, count), ValueError, "Fewer non-zero entries in p than size"),
         ]
-    safe_count = g.Min(count, population)  # TopK must not fail before the check raises
+    safe_count = g.Min(count, width)  # TopK must not fail before the check raises
     _, chosen = g.TopK(keys, safe_count, axis=-1, largest=1, sorted=1, _outputs=2)
     if scalar:
-        draws = g.Reshape(chosen, core_shape, allowzero=1)
+        draws = g.Reshape(chosen, g.Concat(batch, core_shape, axis=0), allowzero=1)
         dtype = node.outputs[1].type.dtype
         if dtype != "int64":
             draws = g.Cast(draws, to=onnx_dtype(dtype))
     else:
-        shape = g.Concat(core_shape, g.Shape(a, start=1), axis=0)
-        draws = g.Reshape(g.Gather(a, chosen, axis=0), shape, allowzero=1)
+        rows = g.Shape(a, start=a_batch + 1)
+        a = g.Expand(a, g.Concat(batch, width, rows, axis=0))
+        picked = g.GatherND(a, g.Unsqueeze(chosen, _i64(g, [-1])), batch_dims=batch_rank)
+        draws = g.Reshape(picked, g.Concat(batch, core_shape, rows, axis=0), allowzero=1)
     for failed, exc_type, message in checks:
         draws = raise_if(g, failed, draws, exc_type, message)
     return s.next_state, draws
