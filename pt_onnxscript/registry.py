@@ -21,54 +21,59 @@ _function_translations: dict[str, Translation] = {}
 _checks: dict[type, Callable] = {}
 
 
-def _registrar(table: dict[type, Translation], op_classes: tuple[type, ...]):
+def _registrar(table: dict[type, Translation], op_classes: tuple[type, ...], replace: bool):
     def decorator(translation: Translation) -> Translation:
         for cls in op_classes:
-            if cls in table:
+            if cls in table and not replace:
                 name = getattr(cls, "__name__", cls)
-                raise ValueError(f"{name} already has a translation: {table[cls]}")
+                raise ValueError(
+                    f"{name} already has a translation: {table[cls]}. To override it (a fixed "
+                    "translation re-run in a notebook, say), register with replace=True."
+                )
+        for cls in op_classes:
             table[cls] = translation
         return translation
 
     return decorator
 
 
-def register(*op_classes: type[Op]):
-    """Register a translation for one or more PyTensor Op classes."""
-    return _registrar(_translations, op_classes)
+def register(*op_classes: type[Op], replace: bool = False):
+    """Register a translation for one or more PyTensor Op classes (`replace`: override the
+    ones they have; without it, a second registration is an error)."""
+    return _registrar(_translations, op_classes, replace)
 
 
-def register_scalar(*scalar_op_classes: type[ScalarOp]):
+def register_scalar(*scalar_op_classes: type[ScalarOp], replace: bool = False):
     """Register a translation for scalar Op classes (used by Elemwise and Composite)."""
-    return _registrar(_scalar_translations, scalar_op_classes)
+    return _registrar(_scalar_translations, scalar_op_classes, replace)
 
 
-def register_function(*names: str):
+def register_function(*names: str, replace: bool = False):
     """Register a translation for the scalar ops, of any library, that declare through their
     ``nfunc_spec`` that they compute function ``names`` (e.g. ``"scipy.special.i0e"``).
 
     Ops registered by class come first.
     """
-    return _registrar(_function_translations, names)
+    return _registrar(_function_translations, names, replace)
 
 
-def register_blockwise(*core_op_classes: type[Op]):
+def register_blockwise(*core_op_classes: type[Op], replace: bool = False):
     """Register a translation of ``Blockwise(core_op)`` that handles the batch dims itself.
 
     It is called with the Blockwise node, whose inputs carry the batch dims. Blockwise of a
     core op without one runs the core op's own translation in a Loop over the batch.
     """
-    return _registrar(_blockwise_translations, core_op_classes)
+    return _registrar(_blockwise_translations, core_op_classes, replace)
 
 
-def register_check(*op_classes: type[Op]):
+def register_check(*op_classes: type[Op], replace: bool = False):
     """Register a static check of nodes of these Op classes (scalar Op classes included).
 
     It is called with the node before anything is built and returns None, or a sentence
     saying why this node cannot be translated; the sentences of the whole graph are reported
     together with its unsupported Ops in one UnsupportedOpError.
     """
-    return _registrar(_checks, op_classes)
+    return _registrar(_checks, op_classes, replace)
 
 
 def check_for(op) -> Callable | None:

@@ -91,3 +91,26 @@ def test_a_single_output_may_be_returned_in_a_list():
     compare_onnx_and_py([x], _SquareAsList()(x), [np.array([-2.0, 0.0, 3.0])])
     fn = pytensor.function([x], _SquareAsList()(x), mode="ONNX")
     assert fn(np.array([2.0])).tolist() == [6.0]
+
+
+class _Cube(_Square):
+    pass
+
+
+def test_a_second_registration_is_an_error_unless_it_replaces():
+    @register(_Cube)
+    def wrong(g, node, x):
+        return g.Mul(x, x)  # the bug being fixed
+
+    with pytest.raises(ValueError, match="already has a translation.*replace=True"):
+
+        @register(_Cube)
+        def again(g, node, x):
+            return g.Mul(x, x)
+
+    @register(_Cube, replace=True)
+    def fixed(g, node, x):
+        return g.Add(g.Mul(x, x), x)
+
+    x = pt.vector("x", dtype="float64")
+    compare_onnx_and_py([x], _Cube()(x), [np.array([-2.0, 0.0, 3.0])])
