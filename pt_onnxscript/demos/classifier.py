@@ -3,7 +3,7 @@
 Run with ``python -m pt_onnxscript.demos.classifier [output.onnx]``.
 """
 
-import sys
+import argparse
 import tempfile
 from pathlib import Path
 
@@ -59,9 +59,25 @@ def main(path: Path) -> None:
     )
 
 
+def cli(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        description="Export a small PyTensor classifier to ONNX, check it and run it on ONNX "
+        'Runtime, in mode "ONNX" and through @onnx_export.'
+    )
+    parser.add_argument(
+        "output",
+        nargs="?",
+        type=Path,
+        help="where to write the model (default: a temporary file, removed at exit)",
+    )
+    args = parser.parse_args(argv)
+    if args.output is not None:
+        main(args.output)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        main(Path(tmp) / "classifier.onnx")
+    print("(the model was a temporary file, now removed: pass a path to keep it)")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        main(Path(sys.argv[1]))
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            main(Path(tmp) / "classifier.onnx")
+    cli()
