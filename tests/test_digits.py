@@ -32,14 +32,18 @@ ARGS = [
 def trained(tmp_path_factory):
     split = digits.load_digits()
     params = digits.init_params()
-    accuracy, predict = digits.train(split, params)
+    reports = []
+    accuracy, predict = digits.train(split, params, progress=lambda *r: reports.append(r))
     site = digits.build_site(params, split, tmp_path_factory.mktemp("site"))
-    return split, accuracy, predict, site
+    return split, accuracy, predict, site, reports
 
 
 def test_training_reaches_97_percent_and_onnx_runtime_agrees(trained):
-    split, accuracy, predict, site = trained
+    split, accuracy, predict, site, reports = trained
     assert accuracy >= 0.97
+    # Each epoch reported: its number, the mean loss, the held-out accuracy so far.
+    assert [r[:2] for r in reports] == [(epoch, 30) for epoch in range(1, 31)]
+    assert reports[-1][3] == accuracy and reports[-1][2] < reports[0][2]
     expected = predict(split.x_test)
     got = digits.onnx_probabilities(site / "model" / "digits.onnx", split.x_test)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
@@ -96,7 +100,7 @@ def page(trained):
 
 
 def test_every_held_out_digit_in_the_browser(trained, page):
-    split, _, _, site = trained
+    split, _, _, site, _ = trained
     pixels = split.x_test.reshape(-1).tolist()
     probabilities = page.evaluate("([p, n]) => window.classify(p, n)", [pixels, len(split.x_test)])
     in_browser = np.asarray(probabilities, dtype="float32").reshape(-1, 10)
@@ -119,7 +123,7 @@ def test_a_drawn_stroke_gets_a_prediction(page):
 
 
 def test_a_held_out_sample_from_the_menu(trained, page):
-    split, _, _, site = trained
+    split, _, _, site, _ = trained
     page.select_option("#sample", "3")
     page.wait_for_function("document.getElementById('label').textContent !== ''")
     expected = digits.onnx_probabilities(site / "model" / "digits.onnx", split.x_test[3:4]).argmax()
@@ -171,3 +175,31 @@ def test_random_draws_reproduce_in_the_browser(trained, page):
         else:  # log, cos, exp: libm's last bit may differ
             np.testing.assert_allclose(values, ours.ravel(), rtol=1e-13, err_msg=name)
     assert not page.errors
+
+
+def test_the_demo_fails_at_once_when_its_port_is_taken():
+    import socket
+
+    try:
+        server.check_runtime()  # checked first: without it the demo names that instead
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SystemExit, match=f"port {port} is not free.*--port"):
+            digits.main(["--port", str(port)])  # before training: this returns at once
+
+
+def test_a_connection_closed_by_the_browser_is_not_a_traceback(capsys):
+    httpd = server.Server(("127.0.0.1", 0), server.Handler)
+    try:
+        try:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        except ConnectionResetError:
+            httpd.handle_error(None, ("127.0.0.1", 1))
+    finally:
+        httpd.server_close()
+    assert capsys.readouterr().err == ""

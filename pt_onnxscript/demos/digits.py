@@ -4,8 +4,9 @@ serve a page that classifies digits in the browser with onnxruntime-web.
     python -m pt_onnxscript.demos.digits            # train, export, verify, serve on 127.0.0.1
     python -m pt_onnxscript.demos.digits --no-serve # stop after the verification
 
-Needs the `web` extra (scikit-learn for the dataset) and, for the page, `npm ci` in
-pt_onnxscript/demos/web (onnxruntime-web, served from this machine: no CDN).
+Needs scikit-learn for the dataset (the `test` extra) and, for the page, `npm ci
+--ignore-scripts` in pt_onnxscript/demos/web (onnxruntime-web, served from this machine: no
+CDN).
 """
 
 import argparse
@@ -78,8 +79,17 @@ def forward(x, params):
     return pt.special.softmax(pooled.reshape((x.shape[0], -1)) @ w2 + b2, axis=-1)
 
 
-def train(split: Split, params, epochs: int = 30, batch: int = 64, lr: float = 0.01, seed: int = 0):
-    """Adam on the cross-entropy; returns the held-out accuracy."""
+def train(
+    split: Split,
+    params,
+    epochs: int = 30,
+    batch: int = 64,
+    lr: float = 0.01,
+    seed: int = 0,
+    progress=None,
+):
+    """Adam on the cross-entropy; returns the held-out accuracy and the predict function.
+    `progress(epoch, epochs, mean loss, held-out accuracy)` is called after each epoch."""
     x = pt.tensor4("x", dtype="float32", shape=(None, 1, 8, 8))
     y = pt.lvector("y")
     probs = forward(x, params)
@@ -100,11 +110,15 @@ def train(split: Split, params, epochs: int = 30, batch: int = 64, lr: float = 0
     step_fn = pytensor.function([x, y], loss, updates=updates)
     predict = pytensor.function([x], probs)
     rng = np.random.default_rng(seed)
-    for _ in range(epochs):
+    for epoch in range(epochs):
         order = rng.permutation(len(split.y_train))
+        losses = []
         for start in range(0, len(order), batch):
             idx = order[start : start + batch]
-            step_fn(split.x_train[idx], split.y_train[idx])
+            losses.append(step_fn(split.x_train[idx], split.y_train[idx]))
+        if progress is not None:
+            accuracy = (predict(split.x_test).argmax(1) == split.y_test).mean()
+            progress(epoch + 1, epochs, float(np.mean(losses)), float(accuracy))
     return float((predict(split.x_test).argmax(1) == split.y_test).mean()), predict
 
 
@@ -132,21 +146,52 @@ def build_site(params, split: Split, directory: Path) -> Path:
     return directory
 
 
+def _report(epoch: int, epochs: int, loss: float, accuracy: float) -> None:
+    print(
+        f"epoch {epoch:2d}/{epochs}: loss {loss:.4f}, held-out accuracy {accuracy:.4f}", flush=True
+    )
+
+
+def _listener(port: int):
+    """A socket bound to 127.0.0.1:`port`, or SystemExit saying how to pick another port."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as err:
+        sock.close()
+        raise SystemExit(f"port {port} is not free ({err.strerror}): pass --port N") from err
+    return sock
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description="Train a small CNN on scikit-learn's 8x8 digits in PyTensor, export it to "
+        "ONNX, check that ONNX Runtime agrees, and serve a page (127.0.0.1 only) that "
+        "classifies digits drawn in the browser with onnxruntime-web."
+    )
     parser.add_argument("--no-serve", action="store_true", help="stop after training and checking")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="the page's port (default 8000)")
     parser.add_argument(
         "--site", type=Path, default=None, help="where to write the model and samples"
     )
     args = parser.parse_args(argv)
     # PyTensor 3's default (Numba) mode runs convolve2d through Python; it says so once per op.
     warnings.filterwarnings("ignore", message="Numba will use object mode")
+    if not args.no_serve:  # what serving needs, before a minute of training
+        from pt_onnxscript.demos.web.server import check_runtime
+
+        try:
+            check_runtime()
+        except FileNotFoundError as err:
+            raise SystemExit(f"{err} (or pass --no-serve)") from err
+        _listener(args.port).close()
 
     split = load_digits()
     params = init_params()
     start = time.perf_counter()
-    accuracy, predict = train(split, params)
+    accuracy, predict = train(split, params, progress=_report)
     print(f"trained in {time.perf_counter() - start:.1f} s: held-out accuracy {accuracy:.4f}")
     site = build_site(params, split, args.site or Path(tempfile.mkdtemp(prefix="digits-")))
     model = site / "model" / "digits.onnx"

@@ -2,6 +2,7 @@
 
 import functools
 import http.server
+import sys
 import threading
 from pathlib import Path
 from typing import ClassVar
@@ -42,6 +43,17 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class Server(http.server.ThreadingHTTPServer):
+    """A threading server that takes a browser closing a connection early in its stride."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], ConnectionError):  # reset, broken pipe, aborted
+            return
+        super().handle_error(request, client_address)
+
+
 def check_runtime() -> None:
     missing = [name for name in ORT_FILES if not (ORT_DIST / name).exists()]
     if missing:
@@ -55,6 +67,6 @@ def serve(site: Path, port: int = 0):
     """Serve on 127.0.0.1 in a background thread; returns (server, url)."""
     check_runtime()
     handler = functools.partial(Handler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server = Server(("127.0.0.1", port), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
