@@ -414,6 +414,26 @@ def test_multinomial_counts():
     assert batched.shape == (2, 2) and batched.sum(axis=1).tolist() == [5, 10_000]
 
 
+def test_multinomial_over_a_symbolic_number_of_categories_draws_as_the_static_one():
+    p_values = np.array([[0.2, 0.0, 0.3, 0.5], [0.1, 0.1, 0.1, 0.7]])
+    p_static = pt.matrix("p", shape=(2, 4))
+    p_symbolic = pt.matrix("p")
+    outs = []
+    for p in (p_static, p_symbolic):
+        rng = pytensor.shared(np.random.default_rng(5))
+        draw = R.multinomial(np.array([10, 20_000]), p, size=(3, 2), rng=rng)
+        outs.append(pytensor.function([p], draw, mode="ONNX")(p_values))
+    np.testing.assert_array_equal(outs[0], outs[1])  # the same lanes, in a Loop
+    assert outs[1].shape == (3, 2, 4) and (outs[1].sum(axis=-1) == [10, 20_000]).all()
+    rng = pytensor.shared(np.random.default_rng(5))
+    q = pt.vector("q")
+    f = pytensor.function([q], R.multinomial(7, q, rng=rng), mode="ONNX")
+    assert f(np.array([1.0])).tolist() == [7]  # one category: no Loop step
+    assert f(np.array([0.0, 1.0, 0.0])).tolist() == [0, 7, 0]
+    with pytest.raises(ValueError, match="pvals < 0"):
+        f(np.array([-0.5, 1.5]))
+
+
 def test_integers_over_the_whole_int64_range():
     info = np.iinfo(np.int64)
     values = draws(lambda r: R.integers(info.min, info.max, size=N, rng=r))
@@ -701,13 +721,10 @@ def test_float32_draws_from_float64_parameters_and_opsets(opset):
     assert st.kstest(values, st.gamma(2.0).cdf).pvalue > P_MIN
 
 
-def test_unsupported_random_variables_are_named():
+def test_hypergeometric_of_float_parameters_is_refused_as_numpy_refuses_it():
     rng = pytensor.shared(np.random.default_rng(0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         draw = R.hypergeometric(5.0, 5, 3, rng=rng)
     with pytest.raises(pt_onnxscript.UnsupportedOpError, match="must be integers"):
         pytensor.function([], draw, mode="ONNX")
-    p = pt.vector("p")
-    with pytest.raises(pt_onnxscript.UnsupportedOpError, match="number of categories"):
-        pytensor.function([p], R.multinomial(3, p, rng=rng), mode="ONNX")

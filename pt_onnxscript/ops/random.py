@@ -144,8 +144,8 @@ class Stream:
             low, high = g.Tile(low, repeats), g.Tile(high, repeats)
             lane = g.Add(self.zeros, _u64(g, np.array(lanes, dtype=np.uint64)[:, None]))
             lane, zeros = g.Reshape(lane, _i64(g, [1, -1])), g.Tile(zeros, repeats)
-        else:
-            lane = g.Add(zeros, _u64(g, lanes[0]))
+        else:  # an int, or a 0-d uint64 (a lane chosen in a Loop)
+            lane = g.Add(zeros, _u64(g, lanes[0]) if isinstance(lanes[0], int) else lanes[0])
         a = g.Concat(low, g.Add(zeros, block), axis=0)
         b = g.Concat(high, lane, axis=0)
         return inline(g, philox4x32, a, b, self.key)
@@ -171,7 +171,7 @@ class Stream:
 
     def uniforms(self, g, block, lane: int = 0):
         """The two uniforms per element of (block, lane)."""
-        if isinstance(block, int) and block == 0 and lane < self.lanes:
+        if isinstance(block, int) and block == 0 and isinstance(lane, int) and lane < self.lanes:
             if self._first is None:
                 self._first = self.uniforms_of(g, 0, list(range(self.lanes)))
             return self._first[lane]
@@ -668,7 +668,12 @@ def _lgamma(g, x):
     return inline(g, gammaln, x)
 
 
-def binomial_draws(g, s, n, p, lane: int):
+def _next_lane(g, lane):
+    """lane + 1, for an int or a 0-d uint64."""
+    return lane + 1 if isinstance(lane, int) else g.Add(lane, _u64(g, 1))
+
+
+def binomial_draws(g, s, n, p, lane):
     """Binomial draws (float64) of `n` trials (a float64 integer >= 0) with success
     probability `p` in [0, 1], on min(p, 1 - p) (the draw counted from n where p > 1/2): by
     inversion over the probabilities of 0 .. 51 where the mean is below 10, else by Hormann's
@@ -712,7 +717,7 @@ def binomial_draws(g, s, n, p, lane: int):
     h = g.Add(_lgamma(g, g.Add(m, one)), _lgamma(g, g.Add(g.Sub(n_big, m), one)))
 
     def attempt(g, r, s, a, b, c, n_big, vr, alpha, m, h, lpq):
-        u, v = s.uniforms(g, r, lane + 1)
+        u, v = s.uniforms(g, r, _next_lane(g, lane))
         centred = g.Sub(u, half)
         us = g.Sub(half, g.Abs(centred))
         k = g.Floor(g.Add(g.Mul(g.Add(g.Div(g.Mul(_f64(g, 2.0), a), us), b), centred), c))
@@ -955,17 +960,11 @@ def vonmises(g, s, mu, kappa):
     return draws, [(_negative(g, kappa), ValueError, "kappa < 0")]
 
 
-@register_check(ptr.MultinomialRV)
-def multinomial_categories(node):
-    if node.inputs[3].type.shape[-1] is None:
-        return "the number of categories (p's last dim) must be static for ONNX"
-    return None
-
-
 @register(ptr.MultinomialRV)
 def multinomial(g, node, rng, size, n, p):
     """NumPy's conditional binomials: category j gets Binomial(n - earlier draws,
-    p_j / (1 - earlier p)), the last what remains."""
+    p_j / (1 - earlier p)) from lanes 2j and 2j + 1, the last what remains; unrolled over a
+    static number of categories, else a Loop over them (the same draws)."""
     n, p = _float(g, node.inputs[2], n), _float(g, node.inputs[3], p)
     categories = node.inputs[3].type.shape[-1]
     shape = _support_shape(
@@ -973,24 +972,38 @@ def multinomial(g, node, rng, size, n, p):
         node,
         size,
         lambda: g.Shape(g.Add(n, g.ReduceSum(p, _i64(g, [-1]), keepdims=0))),
-        _i64(g, [categories]),
+        g.Shape(p, start=-1) if categories is None else _i64(g, [categories]),
     )
     batch = g.Slice(shape, _i64(g, [0]), _i64(g, [-1]))
-    s = Stream(g, rng, batch, lanes=2 * max(categories - 1, 1))
+    lanes = 0 if categories is None else 2 * max(categories - 1, 1)
+    s = Stream(g, rng, batch, lanes=lanes)
     zero, one = _f64(g, 0.0), _f64(g, 1.0)
-    remaining_n = g.Expand(n, batch)
-    remaining_p = one
-    columns = []
-    for j in range(categories - 1):
-        p_j = g.Gather(p, _i64(g, j), axis=-1)
+
+    def category(g, j, remaining_n, remaining_p):
+        """Category j's draw (j an int or a 0-d int64), and what remains."""
+        p_j = g.Gather(p, _i64(g, j) if isinstance(j, int) else j, axis=-1)
         share = g.Min(g.Max(g.Div(p_j, remaining_p), zero), one)
         share = g.Where(g.IsNaN(share), zero, share)  # nothing left to share
-        draw = binomial_draws(g, s, remaining_n, share, lane=2 * j)
-        columns.append(draw)
-        remaining_n = g.Sub(remaining_n, draw)
-        remaining_p = g.Sub(remaining_p, p_j)
-    columns.append(remaining_n)
-    draws = g.Concat(*[g.Unsqueeze(c, _i64(g, [-1])) for c in columns], axis=-1)
+        lane = 2 * j if isinstance(j, int) else g.Cast(g.Mul(j, _i64(g, 2)), to=U64)
+        draw = binomial_draws(g, s, remaining_n, share, lane=lane)
+        return g.Sub(remaining_n, draw), g.Sub(remaining_p, p_j), draw
+
+    remaining_n, remaining_p = g.Expand(n, batch), g.Expand(one, batch)
+    if categories is not None:
+        columns = []
+        for j in range(categories - 1):
+            remaining_n, remaining_p, draw = category(g, j, remaining_n, remaining_p)
+            columns.append(g.Unsqueeze(draw, _i64(g, [-1])))
+        columns.append(g.Unsqueeze(remaining_n, _i64(g, [-1])))
+        draws = g.Concat(*columns, axis=-1)
+    else:
+        steps = g.Max(g.Sub(g.Reshape(g.Shape(p, start=-1), _i64(g, [])), _i64(g, 1)), _i64(g, 0))
+        remaining_n, _, stacked = loop(
+            g, steps, [remaining_n, remaining_p], category, "multinomial", stacked=[F64]
+        )
+        rank = node.outputs[1].type.ndim - 1  # the batch's
+        columns = g.Transpose(stacked, perm=[*range(1, rank + 1), 0])
+        draws = g.Concat(columns, g.Unsqueeze(remaining_n, _i64(g, [-1])), axis=-1)
     bad_p = g.Not(g.And(g.GreaterOrEqual(p, zero), g.LessOrEqual(p, one)))
     checks = [
         (_negative(g, n), ValueError, "n < 0"),
