@@ -108,11 +108,11 @@ class ONNXLinker(JITLinker):
         """The model and session for `fgraph` specialised on the shared values in `args`
         (None: their current values), or on nothing (`general`)."""
         baked, shapes = {}, {}
-        for i, var in enumerate(fgraph.inputs):
+        for i, var in enumerate([] if general else fgraph.inputs):
             if not isinstance(var, SharedVariable) or not isinstance(var.type, TensorType):
                 continue
             value = var.get_value(borrow=True) if args is None else args[i]
-            if general or type(value) is not np.ndarray:
+            if type(value) is not np.ndarray:
                 continue
             if i not in updated and value.size <= BAKED_ELEMENTS:
                 baked[var] = value.copy()

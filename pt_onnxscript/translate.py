@@ -387,7 +387,7 @@ def fgraph_to_model(
         for var in node.outputs:
             check_not_sparse(var)
     check_supported(nodes)
-    baked = baked or {}
+    baked, fixed_shapes = baked or {}, fixed_shapes or {}
     dims = dict(dims or {})
 
     taken: set[str] = set()
@@ -411,10 +411,7 @@ def fgraph_to_model(
             tensor = as_ir_tensor(baked[var], io_type(var)[0], var_name)
             values[var] = builder.initializer(tensor, var_name, qualify=False)
         else:
-            given = (
-                fixed_shapes[var] if fixed_shapes and var in fixed_shapes else dims.get(var_name)
-            )
-            shape = value_shape(var, given, var_name)
+            shape = value_shape(var, fixed_shapes.get(var, dims.get(var_name)), var_name)
             values[var] = builder.input(var_name, onnx_dtype(io_type(var)[0]), shape)
 
     translate_graph(g, nodes, values, outputs=fgraph.outputs)

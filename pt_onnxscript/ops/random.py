@@ -241,6 +241,11 @@ def _float(g, var, x):
     return x if var.type.dtype == "float64" else g.Cast(x, to=F64)
 
 
+def _int64(g, var, x):
+    """Integer input `x` (of PyTensor variable `var`: a size, a bound) in int64."""
+    return x if var.type.dtype == "int64" else g.Cast(x, to=ir.DataType.INT64)
+
+
 def _is_none(var) -> bool:
     return isinstance(var.type, NoneTypeT)
 
@@ -260,7 +265,7 @@ def draw_shape(g, node, size, params):
     if None not in static:
         return _i64(g, np.array(static, dtype=np.int64))
     if not _is_none(node.inputs[1]):
-        return size if node.inputs[1].type.dtype == "int64" else g.Cast(size, to=ir.DataType.INT64)
+        return _int64(g, node.inputs[1], size)
     return _batch_shape(g, params)
 
 
@@ -792,10 +797,14 @@ def _log_falling(g, x):
     return g.CumSum(g.Log(factors), _i64(g, -1), exclusive=1)
 
 
+def _count_index(g, k):
+    """Counts `k` (float64) as int64 indices on a new last axis."""
+    return g.Unsqueeze(g.Cast(k, to=ir.DataType.INT64), _i64(g, [-1]))
+
+
 def _at(g, table, k):
     """table[..., k] for counts `k` (float64, the shape of the table's leading dims)."""
-    index = g.Unsqueeze(g.Cast(k, to=ir.DataType.INT64), _i64(g, [-1]))
-    return g.GatherElements(table, index, axis=-1)
+    return g.GatherElements(table, _count_index(g, k), axis=-1)
 
 
 def _log_factorials(g, *counts):
@@ -839,24 +848,22 @@ def hypergeometric(g, s, ngood, nbad, nsample):
     # inversion
     small_n = g.Where(large, zero, n)
     k = _f64(g, _FEW)
-    rest = g.Max(g.Sub(g.Unsqueeze(small_n, _i64(g, [-1])), k), zero)  # n - k, 0 past n
+    column_n = g.Unsqueeze(small_n, _i64(g, [-1]))
+    rest = g.Max(g.Sub(column_n, k), zero)  # n - k, 0 past n
+    rest = g.Cast(rest, to=ir.DataType.INT64)
     log_factorials = _f64(g, _LOG_FACTORIALS[:10])
     log_choose = g.Sub(
-        g.Sub(_at(g, g.Expand(log_factorials, g.Shape(rest)), small_n), log_factorials),
-        g.Gather(log_factorials, g.Cast(rest, to=ir.DataType.INT64)),
+        g.Sub(g.Gather(log_factorials, _count_index(g, small_n)), log_factorials),
+        g.Gather(log_factorials, rest),
     )
     log_pmf = g.Sub(
         g.Add(
             g.Add(log_choose, _log_falling(g, g.Where(large, zero, m))),
-            g.GatherElements(
-                _log_falling(g, g.Where(large, zero, big_m)),
-                g.Cast(rest, to=ir.DataType.INT64),
-                axis=-1,
-            ),
+            g.GatherElements(_log_falling(g, g.Where(large, zero, big_m)), rest, axis=-1),
         ),
         _at(g, _log_falling(g, g.Where(large, zero, total)), small_n),
     )
-    pmf = g.Where(g.LessOrEqual(k, g.Unsqueeze(small_n, _i64(g, [-1]))), g.Exp(log_pmf), zero)
+    pmf = g.Where(g.LessOrEqual(k, column_n), g.Exp(log_pmf), zero)
     below = g.Less(g.CumSum(pmf, _i64(g, -1)), g.Unsqueeze(s.uniform(g, 0), _i64(g, [-1])))
     counted = g.ReduceSum(g.Cast(below, to=F64), _i64(g, [-1]), keepdims=0)
     inverted = g.Min(counted, g.Min(small_n, m))  # a cdf rounded below 1 never overshoots
@@ -1021,8 +1028,7 @@ def integers(g, node, rng, size, low, high):
     (those would favour the small remainders): exactly uniform, in unsigned 64-bit arithmetic
     so that any int64 range works."""
     int64 = ir.DataType.INT64
-    low = g.Cast(low, to=int64) if node.inputs[2].type.dtype != "int64" else low
-    high = g.Cast(high, to=int64) if node.inputs[3].type.dtype != "int64" else high
+    low, high = _int64(g, node.inputs[2], low), _int64(g, node.inputs[3], high)
     shape = draw_shape(g, node, size, [low, high])
     s = Stream(g, rng, shape)
     width = g.Sub(g.Cast(high, to=U64), g.Cast(low, to=U64))
@@ -1071,7 +1077,7 @@ def _support_shape(g, node, size, batch_of_params, core):
     if None not in static:
         return _i64(g, np.array(static, dtype=np.int64))
     if not _is_none(node.inputs[1]):
-        batch = size if node.inputs[1].type.dtype == "int64" else g.Cast(size, to=ir.DataType.INT64)
+        batch = _int64(g, node.inputs[1], size)
     else:
         batch = batch_of_params()
     return g.Concat(batch, core, axis=0)
@@ -1140,7 +1146,7 @@ def multivariate_normal(g, node, rng, size, mean, cov):
 def _first_core_shape(g, var, core_shape):
     """The sample's shape from `core_shape` (int64): a batched one (PyTensor allows them only
     when all are equal) gives its first row, as PyTensor's choice does."""
-    core_shape = g.Cast(core_shape, to=ir.DataType.INT64) if var.dtype != "int64" else core_shape
+    core_shape = _int64(g, var, core_shape)
     for _ in range(var.type.ndim - 1):
         core_shape = g.Gather(core_shape, _i64(g, 0), axis=0)
     return core_shape
@@ -1167,7 +1173,7 @@ def choice_without_replacement(g, node, rng, size, a, *rest):
     if batch_rank == 0:
         batch = _i64(g, np.zeros(0, np.int64))
     elif not _is_none(node.inputs[1]):
-        batch = size if node.inputs[1].type.dtype == "int64" else g.Cast(size, to=int64)
+        batch = _int64(g, node.inputs[1], size)
     else:
         leading = [g.Shape(a, end=a_batch)]
         if p is not None:
@@ -1175,16 +1181,11 @@ def choice_without_replacement(g, node, rng, size, a, *rest):
         batch = _batch_shape(g, [g.ConstantOfShape(shape) for shape in leading])
     if scalar:
         sizes = g.Expand(g.Cast(a, to=int64), batch)  # each entry's population
-        width = (
-            g.Shape(p, start=-1)
-            if p is not None
-            else g.Reshape(
-                g.ReduceMax(
-                    g.Concat(g.Reshape(sizes, _i64(g, [-1])), _i64(g, [0]), axis=0), keepdims=1
-                ),
-                _i64(g, [1]),
-            )
-        )
+        if p is not None:
+            width = g.Shape(p, start=-1)
+        else:  # the largest population (0 for an empty batch)
+            flat = g.Concat(g.Reshape(sizes, _i64(g, [-1])), _i64(g, [0]), axis=0)
+            width = g.ReduceMax(flat, keepdims=1)
     else:
         width = g.Shape(a, start=a_batch, end=a_batch + 1)
         sizes = g.Expand(g.Reshape(width, _i64(g, [])), batch)
