@@ -151,6 +151,36 @@ def test_cholesky_reads_only_its_triangle(dtype, lower, n, rng):
 
 
 @pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_cholesky_by_panels(lower, batch, rng, monkeypatch):
+    """Cholesky by panels of two blocks of 4 columns (so 19 columns are three panels, the last
+    one partial, the padding an identity): junk, NaN and inf in the triangle LAPACK does not
+    read change nothing, and a matrix that stops being positive definite at column 13 (the
+    second block of the second panel) gives NaN, as PyTensor."""
+    import scipy.linalg
+
+    from pt_onnxscript.ops import linalg
+
+    monkeypatch.setattr(linalg, "BLOCK", 4)
+    n = 19
+    a = pt.tensor("a", shape=(None,) * (len(batch) + 2))
+    value = _garbage_triangle(rng, spd(rng, n, batch), keep_lower=lower)
+    _, result = compare_onnx_and_py(
+        [a], pt.linalg.cholesky(a, lower=lower), [value], rtol=1e-10, atol=1e-12
+    )
+    expected = np.vectorize(
+        lambda m: scipy.linalg.cholesky(m, lower=lower, check_finite=False),
+        signature="(n,n)->(n,n)",
+    )(value)
+    np.testing.assert_allclose(result, expected, rtol=1e-10, atol=1e-12)
+    # Not positive definite from column 13 on: PyTensor gives NaN for the whole matrix.
+    failing = spd(rng, n, batch)
+    failing[..., 13, 13] = -1.0
+    fn = pytensor.function([a], pt.linalg.cholesky(a, lower=lower, on_error="nan"), mode="ONNX")
+    assert np.isnan(fn(failing)).all()
+
+
+@pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("b_ndim", [1, 2])
 def test_cho_solve_with_either_factor(lower, b_ndim, rng):
     import scipy.linalg
@@ -401,6 +431,36 @@ def test_lu_factor_and_lu_like_scipy(dtype, rng):
             p, low, up = got[2:]
             np.testing.assert_allclose(p @ low @ up, general, rtol=tol, atol=tol * 10)
     compare_onnx_and_py([a, b], outs, cases[0], more_inputs=cases[1:], rtol=tol, atol=tol)
+
+
+@pytest.mark.filterwarnings("ignore:Diagonal number:scipy.linalg.LinAlgWarning")
+@pytest.mark.parametrize("block", [2, 32])
+def test_lu_factor_pivots_with_ties_like_lapack(block, rng, monkeypatch):
+    """Matrices of small integers, where a column's largest |entry| is often reached several
+    times: the pivot is the first of them in the order the earlier swaps left (idamax), so the
+    pivots equal LAPACK's across panels (blocks of 2: 11 columns are six panels); a NaN makes
+    its matrix's factors NaN from its column on, never a wrong finite value."""
+    import scipy.linalg
+    from pytensor.tensor.linalg import lu_factor
+
+    from pt_onnxscript.ops import linalg
+
+    monkeypatch.setattr(linalg, "BLOCK", block)
+    a = pt.tensor3("a")
+    fn = pytensor.function([a], list(lu_factor(a)), mode="ONNX")
+    values = rng.integers(-2, 3, size=(6, 11, 11)).astype(float)
+    values[0] = np.eye(11)[::-1] * 2  # every column's largest entry below the diagonal
+    values[1, :, 4] = 1.0  # a column of ties
+    values[2, :, 0] = 0.0  # singular: a zero pivot, the column skipped
+    got, pivots = fn(values)
+    for value, factors, rows in zip(values, got, pivots, strict=True):
+        expected, expected_rows = scipy.linalg.lu_factor(value, check_finite=False)
+        np.testing.assert_array_equal(rows, expected_rows)
+        if not np.isnan(factors).any():  # lu_factor with a zero pivot: NaN, as PyTensor
+            np.testing.assert_allclose(factors, expected, rtol=1e-12, atol=1e-12)
+    with_nan = values[3:4].copy()
+    with_nan[0, 5, 3] = np.nan
+    assert np.isnan(fn(with_nan)[0]).any()
 
 
 def test_lu_batched_and_pivots_to_permutations(rng):
