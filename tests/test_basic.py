@@ -173,3 +173,27 @@ def test_alloc_with_a_constant_zero_size_survives_onnx_runtimes_optimizer():
         compare_onnx_and_py([x], out, [np.array(1.0)])
     fn = pytensor.function([x], outs[0], mode="ONNX")
     assert fn(1.0).shape == (0,)
+
+
+def test_alloc_diag_offsets_axes_and_signed_zeros(rng):
+    """AllocDiag (pt.diag of a vector, and its batched form) translated directly: offsets
+    either side, the diagonal's axes anywhere, empty inputs, and -0.0 kept on the diagonal."""
+    from pytensor.tensor.basic import alloc_diag
+
+    v = pt.vector("v")
+    x = pt.tensor3("x")
+    outs = [
+        alloc_diag(v),
+        alloc_diag(v, offset=2),
+        alloc_diag(v, offset=-3),
+        alloc_diag(x, offset=1, axis1=0, axis2=3),
+        alloc_diag(x, offset=-1, axis1=1, axis2=2),
+        alloc_diag(x, axis1=2, axis2=0),
+    ]
+    for n in (0, 1, 4):
+        value = rng.normal(size=n)
+        if n:
+            value[0] = -0.0
+        _, results = compare_onnx_and_py([v, x], outs, [value, rng.normal(size=(2, 3, n))])
+        if n:
+            assert np.signbit(results[0][0, 0])

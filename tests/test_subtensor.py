@@ -264,3 +264,32 @@ def test_float16_accumulation_is_refused_before_building():
     with pytest.raises(UnsupportedOpError) as info:
         export_onnx(([x, idx, v], [pt.inc_subtensor(x[idx], 1.0), pt.cumsum(v > 0)]))
     assert "float16" in str(info.value) and "cumulative sum of bool" in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "bool"])
+def test_writes_on_a_box_of_slices(dtype, rng):
+    """set/inc_subtensor on slices of step 1 (a box: y padded to x's shape and added, or
+    written by Where): negative, out-of-range, empty and symbolic bounds, y broadcast; a float
+    x keeps its -0.0 and NaN outside the box."""
+    x = pt.matrix("x", dtype=dtype)
+    y = pt.matrix("y", dtype=dtype)
+    i = pt.lscalar("i")
+    outs = [
+        pt.set_subtensor(x[1:3], y[:2]),
+        pt.inc_subtensor(x[:, -2:], y[:, :2]),
+        pt.inc_subtensor(x[1:, 1:], y[0, 0]),  # a scalar broadcast
+        pt.set_subtensor(x[-10:10, 2:3], y[:, :1]),  # bounds past the ends
+        pt.inc_subtensor(x[3:1], y[:0]),  # empty
+        pt.inc_subtensor(x[i:, :i], y[i:, :i]),  # symbolic
+        pt.set_subtensor(x[:i], y[:i]),
+    ]
+    value = rng.normal(size=(4, 5)) * 3
+    if dtype.startswith("float"):
+        value[0, 0], value[3, 4], value[2, 0] = -0.0, np.nan, -0.0
+    cases = [
+        [value.astype(dtype), (rng.normal(size=(4, 5)) * 3).astype(dtype), np.array(k)]
+        for k in (0, 2, 4)
+    ]
+    _, results = compare_onnx_and_py([x, y, i], outs, cases[0], more_inputs=cases[1:])
+    if dtype.startswith("float"):
+        assert np.signbit(results[1][0, 0]) and np.signbit(results[1][2, 0])

@@ -5,6 +5,7 @@ import onnx_ir as ir
 from pytensor.graph.basic import Constant
 from pytensor.tensor.basic import (
     Alloc,
+    AllocDiag,
     AllocEmpty,
     ARange,
     ExtractDiag,
@@ -17,7 +18,7 @@ from pytensor.tensor.basic import (
     TensorFromScalar,
 )
 
-from pt_onnxscript.ops.common import constant, out_dtype, raise_if
+from pt_onnxscript.ops.common import constant, out_dtype, pad_zeros, raise_if, where
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.types import as_ir_tensor, onnx_dtype
 
@@ -181,3 +182,31 @@ def extract_diag(g, node, x):
         x, g.Concat(g.Shape(x, start=0, end=ndim - 2), g.Mul(rows, cols), axis=0), allowzero=1
     )
     return g.Gather(flat, positions, axis=-1)
+
+
+@register(AllocDiag)
+def alloc_diag(g, node, diag):
+    """AllocDiag -> a Where between the diagonal `offset` (a mask) and the values padded to
+    m = k + |offset| (row i of that diagonal holds value i - max(-offset, 0)), then axis1 and
+    axis2 moved where the op puts them: two passes over the result, where PyTensor's inner
+    graph (a zero matrix and an advanced set_subtensor) would be translated into several."""
+    op = node.op
+    dtype = node.outputs[0].type.dtype
+    ndim = node.inputs[0].type.ndim
+    shift = constant(g, [abs(op.offset)], "int64")
+    values = pad_zeros(g, diag, -1, **({"after": shift} if op.offset >= 0 else {"before": shift}))
+    m = g.Squeeze(g.Shape(values, start=-1), constant(g, [0], "int64"))
+    index = g.Range(constant(g, 0, "int64"), m, constant(g, 1, "int64"))
+    mask = g.Equal(
+        g.Sub(index, g.Unsqueeze(index, constant(g, [-1], "int64"))),
+        constant(g, op.offset, "int64"),
+    )
+    zeros = g.Expand(constant(g, 0, dtype), g.Shape(mask))
+    result = where(g, mask, g.Unsqueeze(values, constant(g, [-1], "int64")), zeros, dtype)
+    if ndim > 1:  # as AllocDiag's inner graph transposes
+        axes = list(range(ndim - 1))
+        last = axes[-1]
+        axes = [*axes[: op.axis1], last + 1, *axes[op.axis1 :]]
+        axes = [*axes[: op.axis2], last + 2, *axes[op.axis2 :]]
+        result = g.Transpose(result, perm=axes)
+    return result

@@ -24,7 +24,7 @@ from pytensor.tensor.subtensor import (
 )
 from pytensor.tensor.type_other import MakeSlice, NoneTypeT, SliceType
 
-from pt_onnxscript.ops.common import constant, loop
+from pt_onnxscript.ops.common import constant, loop, where
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.translate import StaticValue, TranslationError
 from pt_onnxscript.types import onnx_dtype
@@ -412,11 +412,72 @@ def increment_dtypes(node):
     )
 
 
+def _unit_slices(entries) -> bool:
+    """Whether `entries` are all slices of step 1: they select a box."""
+    return all(isinstance(e, Slice) and e.step in (None, Bound(1)) for e in entries)
+
+
+def _write_box(g, node, x, y, entries):
+    """IncSubtensor on a box (slices of step 1): y, broadcast to the box and padded to x's
+    shape, added to x (padded with -0.0, which leaves every x as it is, -0.0 included) or
+    written over x where a padded mask is true: no table of flat positions."""
+    dtype = node.outputs[0].type.dtype
+    rank = node.inputs[0].type.ndim
+    if node.inputs[1].type.dtype != dtype:
+        y = g.Cast(y, to=onnx_dtype(dtype))
+    zero, one = constant(g, 0, "int64"), constant(g, 1, "int64")
+    shape = node.inputs[0].type.shape
+    lengths, before, after = [], [], []
+    for axis in range(rank):
+        dim = g.Shape(x, start=axis, end=axis + 1)
+        entry = entries[axis] if axis < len(entries) else Slice(None, None, None)
+        if entry.is_full():
+            lengths.append(dim)
+            before.append(constant(g, [0], "int64"))
+            after.append(constant(g, [0], "int64"))
+            continue
+        start, stop, step = _slice_bounds(g, x, axis, shape[axis], entry)
+        positions = g.Slice(
+            g.Range(zero, g.Squeeze(dim, constant(g, [0], "int64")), one),
+            start,
+            stop,
+            constant(g, [0], "int64"),
+            step,
+        )
+        length = g.Shape(positions)
+        # The box's first index (0 for an empty box).
+        first = g.Slice(
+            g.Concat(positions, constant(g, [0], "int64"), axis=0),
+            constant(g, [0], "int64"),
+            constant(g, [1], "int64"),
+        )
+        lengths.append(length)
+        before.append(first)
+        after.append(g.Sub(g.Sub(dim, first), length))
+    box = g.Concat(*lengths, axis=0)
+    pads = g.Concat(*before, *after, axis=0)
+    values = g.Expand(y, box)
+    if _write_mode(node.op) == "set":
+        inside = g.Pad(g.Expand(constant(g, True, "bool"), box), pads, constant(g, False, "bool"))
+        return where(g, inside, g.Pad(values, pads), x, dtype)
+    if dtype == "bool":
+        return g.Or(x, g.Pad(values, pads, constant(g, False, "bool")))
+    nothing = -0.0 if np.dtype(dtype).kind == "f" else 0
+    return g.Add(x, g.Pad(values, pads, constant(g, nothing, dtype)))
+
+
 @register(IncSubtensor)
 def inc_subtensor(g, node, x, y, *indices):
-    """IncSubtensor -> ScatterElements into the flat positions x[indices] selects."""
+    """IncSubtensor -> on a box (slices of step 1), y padded to x's shape and added or
+    written by Where; otherwise ScatterElements into the flat positions x[indices] selects."""
     entries = _entries(node, node.inputs[2:], indices)
     shape = node.inputs[0].type.shape
+    in_float = not node.op.set_instead_of_inc and (
+        np.dtype(node.inputs[1].type.dtype).kind == "f"
+        and np.dtype(node.outputs[0].type.dtype).kind != "f"
+    )
+    if _unit_slices(entries) and not in_float:
+        return _write_box(g, node, x, y, entries)
     return _set_or_increment(
         g,
         node,
