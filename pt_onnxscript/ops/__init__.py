@@ -21,4 +21,5 @@ from pt_onnxscript.ops import (  # noqa: F401
     sort,
     special,
     subtensor,
+    tridiagonal,
 )
