@@ -337,3 +337,52 @@ def test_svd_gradient(rng):
     s = pt.linalg.svd(a, compute_uv=False)
     cost = (s * pt.constant(rng.normal(size=3))).sum()
     compare_onnx_and_py([a], [pytensor.grad(cost, a)], [rng.normal(size=(4, 3))], rtol=1e-9)
+
+
+def _lstsq():
+    try:  # PyTensor 3
+        from pytensor.tensor.linalg.solvers.lstsq import lstsq
+    except ImportError:  # PyTensor 2.38
+        from pytensor.tensor.nlinalg import lstsq
+    return lstsq
+
+
+@pytest.mark.parametrize("a_dtype", ["float64", "float32"])
+def test_lstsq_like_numpy(a_dtype, rng):
+    """Lstsq (float64 outputs, as its type says): tall, wide, square, empty, rank-deficient and
+    ill-conditioned matrices, rcond negative (machine epsilon), tiny and large enough to drop
+    singular values; the residuals only where the rank is N < M, as NumPy."""
+    a = pt.matrix("a", dtype=a_dtype)
+    b = pt.matrix("b")
+    rcond = pt.dscalar("rcond")
+    outs = _lstsq()(a, b, rcond)
+    fn = pytensor.function([a, b, rcond], outs, mode="ONNX")
+    deficient = rng.normal(size=(6, 3))
+    deficient[:, 2] = deficient[:, 0]
+    q, _ = np.linalg.qr(rng.normal(size=(7, 4)))
+    ill = (q * np.logspace(0, -9, 4)) @ np.linalg.qr(rng.normal(size=(4, 4)))[0]
+    matrices = [rng.normal(size=s) for s in [(5, 3), (3, 5), (4, 4), (0, 3), (3, 0)]]
+    tol = 1e-10 if a_dtype == "float64" else 1e-9
+    for value in [*matrices, deficient, ill]:
+        value = value.astype(a_dtype)
+        rhs = rng.normal(size=(value.shape[0], 2))
+        for cut in (-1.0, 1e-12, 0.5):
+            got = fn(value, rhs, cut)
+            expected = np.linalg.lstsq(value.astype(float), rhs, rcond=cut)
+            assert [x.dtype for x in got] == [o.type.dtype for o in outs]
+            assert int(got[2]) == expected[2] and got[1].shape == expected[1].shape
+            np.testing.assert_allclose(got[3], expected[3], rtol=tol, atol=tol)
+            # The minimum-norm solution is unique: compared where it is well conditioned.
+            if value.size == 0 or cut == 0.5 or np.linalg.cond(value.astype(float)) < 1e6:
+                np.testing.assert_allclose(got[0], expected[0], rtol=tol, atol=tol)
+                np.testing.assert_allclose(got[1], expected[1], rtol=1e-8, atol=tol)
+    with pytest.raises(np.linalg.LinAlgError, match="Linear Least Squares"):
+        fn(np.full((3, 2), np.nan, a_dtype), np.ones((3, 1)), -1.0)
+
+
+def test_lstsq_of_a_vector_is_refused_with_the_fix():
+    from pt_onnxscript import UnsupportedOpError, export_onnx
+
+    a, b = pt.matrix("a"), pt.vector("b")
+    with pytest.raises(UnsupportedOpError, match=r"pass b\[:, None\]"):
+        export_onnx(([a, b], list(_lstsq()(a, b, -1.0))))

@@ -20,10 +20,11 @@ try:  # PyTensor 3
     from pytensor.tensor.linalg.decomposition.qr import QR
     from pytensor.tensor.linalg.decomposition.svd import SVD
     from pytensor.tensor.linalg.inverse import MatrixPinv
+    from pytensor.tensor.linalg.solvers.lstsq import Lstsq
 
     EighGrad = EigvalshGrad = None  # PyTensor 3's eigh gradients are graphs of other Ops
 except ImportError:  # PyTensor 2.38
-    from pytensor.tensor.nlinalg import SVD, Eigh, EighGrad, MatrixPinv
+    from pytensor.tensor.nlinalg import SVD, Eigh, EighGrad, Lstsq, MatrixPinv
     from pytensor.tensor.slinalg import QR, Eigvalsh, EigvalshGrad
 
 
@@ -491,7 +492,16 @@ def _as_output_dtype(g, node, x):
     return x if node.inputs[0].type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
 
 
-def svd_any_shape(g, a, dtype: str, rank: int, shape, with_vectors=True, full=True):
+def svd_any_shape(
+    g,
+    a,
+    dtype: str,
+    rank: int,
+    shape,
+    with_vectors=True,
+    full=True,
+    message: str = "SVD did not converge",
+):
     """jacobi_svd of the matrices `a` of static `shape` (None where unknown), or of their
     transposes, the factors swapped back, when they are wide: the rotations act on the
     shorter side (a wide matrix's surplus columns, rounding noise once the rest is
@@ -524,7 +534,7 @@ def svd_any_shape(g, a, dtype: str, rank: int, shape, with_vectors=True, full=Tr
     if not with_vectors:
         results += [None, None]
     failed = g.Or(_any_matrix(g, failed), _non_finite(g, a))
-    return _guarded(g, results, failed, np.linalg.LinAlgError, "SVD did not converge")
+    return _guarded(g, results, failed, np.linalg.LinAlgError, message)
 
 
 @register(SVD)
@@ -589,3 +599,51 @@ def pinv(g, node, a):
     kept = g.Not(g.LessOrEqual(magnitude, g.Mul(constant(g, PINV_RCOND, dtype), largest)))
     inverse = g.Where(kept, g.Reciprocal(g.Where(kept, values, constant(g, 1, dtype))), zero)
     return g.MatMul(g.Mul(v, g.Unsqueeze(inverse, _int(g, [-2]))), swap_last(g, u, rank))
+
+
+@register_check(Lstsq)
+def _check_lstsq(node):
+    if node.inputs[1].type.ndim != 2:
+        return (
+            "lstsq of a vector b (PyTensor's Lstsq says its solution is a matrix, NumPy "
+            "returns a vector); pass b[:, None]"
+        )
+    return None
+
+
+@register(Lstsq)
+def lstsq(g, node, a, b, rcond):
+    """Lstsq -> np.linalg.lstsq from the SVD a = U diag(s) V^T: x = V diag(1/s) U^T b over the
+    singular values above rcond times the largest (machine epsilon for a negative rcond, as
+    gelsd), their count as the rank, and the squared residuals per column of b when the rank
+    is N < M (an empty vector otherwise), in float64 as the Op's outputs."""
+    float64 = onnx_dtype("float64")
+    a, b, rcond = (g.Cast(x, to=float64) for x in (a, b, rcond))
+    shape = node.inputs[0].type.shape
+    s, u, vt = svd_any_shape(
+        g,
+        a,
+        "float64",
+        2,
+        shape,
+        full=False,
+        message="SVD did not converge in Linear Least Squares",
+    )
+    epsilon = constant(g, np.finfo(np.float64).eps, "float64")
+    rcond = g.Where(g.Less(rcond, constant(g, 0, "float64")), epsilon, rcond)
+    largest = g.ReduceMax(g.Concat(s, constant(g, [0], "float64"), axis=0), keepdims=0)
+    kept = g.Greater(s, g.Mul(rcond, largest))
+    zero = constant(g, 0, "float64")
+    inverse = g.Where(kept, g.Reciprocal(g.Where(kept, s, constant(g, 1, "float64"))), zero)
+    x = g.MatMul(
+        g.Mul(swap_last(g, vt, 2), g.Unsqueeze(inverse, _int(g, [-2]))), swap_last(g, u, 2)
+    )
+    x = g.MatMul(x, b)
+    rank = g.ReduceSum(g.Cast(kept, to=onnx_dtype("int64")), keepdims=0)
+    m, n = _dim(g, a, -2), _dim(g, a, -1)
+    residual = g.Sub(b, g.MatMul(a, x))
+    squares = g.ReduceSum(g.Mul(residual, residual), _int(g, [0]), keepdims=0)
+    full_rank = g.And(g.Equal(rank, n), g.Greater(m, n))
+    count = g.Where(full_rank, g.Shape(squares), _int(g, [0]))
+    residuals = g.Slice(squares, _int(g, [0]), count, _int(g, [0]))
+    return [x, residuals, g.Cast(rank, to=onnx_dtype(node.outputs[2].type.dtype)), s]
