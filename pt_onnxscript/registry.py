@@ -88,6 +88,17 @@ def lookup(table: dict[type, object], op):
     return None
 
 
+def translated_as_inner_graph(op: Op) -> bool:
+    """Whether `op` is translated by walking its inner graph: its translation is the one
+    registered for an inner-graph class (OpFromGraph), not one of its own class."""
+    from pytensor.compile.builders import OpFromGraph
+
+    for cls in type(op).__mro__:
+        if cls in _translations:
+            return cls is OpFromGraph
+    return False
+
+
 def translation_for(op: Op) -> Translation | None:
     return lookup(_translations, op)
 

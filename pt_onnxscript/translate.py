@@ -7,6 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 import onnx_ir as ir
 from onnxscript import GraphBuilder
+from pytensor.compile.builders import OpFromGraph
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
 from pytensor.ifelse import IfElse
@@ -22,6 +23,7 @@ from pt_onnxscript.registry import (
     blockwise_translation_for,
     check_for,
     scalar_translation_for,
+    translated_as_inner_graph,
     translation_for,
 )
 from pt_onnxscript.scripted import inline_functions
@@ -100,6 +102,8 @@ def _missing(node: Apply, scalar: bool = False) -> list[tuple[str, Apply]]:
     problem = check(node) if check is not None else None
     if problem:
         return [(f"{name}: {problem}", node)]
+    if isinstance(op, OpFromGraph) and not translated_as_inner_graph(op):
+        return []  # its own class's translation (AllocDiag, SolveSylvester): no inner graph
     return [m for inner in _inner_nodes(op) for m in _missing(inner, scalar)]
 
 

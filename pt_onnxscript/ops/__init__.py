@@ -10,6 +10,7 @@ from pt_onnxscript.ops import (  # noqa: F401
     extra_ops,
     ifelse,
     linalg,
+    linear_control,
     math,
     matrix_functions,
     raise_op,
