@@ -447,7 +447,55 @@ def fgraph_to_model(
         optimize_model(model)
     canonical_loops(graph)
     names_by_position(graph, named)
+    _provenance(model, nodes, fgraph, output_names)
     return model
+
+
+def _provenance(model: ir.Model, nodes: Sequence[Apply], fgraph, output_names) -> None:
+    """What Netron and other readers show: the model's doc_string and metadata (versions,
+    the PyTensor inputs and outputs each graph input and output stands for), and on each
+    node the PyTensor node it translates (``pkg.pytensor.node``) and the user's source line
+    that built it where PyTensor's tag has one (``pkg.pytensor.source``). A node's PyTensor
+    node is found from the leading ``<index>_<Op>`` of the namespace the builder gave it."""
+    import json
+
+    import pytensor
+
+    graph = model.graph
+    inputs = [value.name for value in graph.inputs]
+    outputs = [value.name for value in graph.outputs]
+    model.doc_string = (
+        f"PyTensor graph ({len(nodes)} nodes) exported by pt_onnxscript {__version__} from "
+        f"PyTensor {pytensor.__version__}: inputs {', '.join(inputs) or '(none)'}; outputs "
+        f"{', '.join(outputs)}."
+    )
+    model.metadata_props["pt_onnxscript.version"] = __version__
+    model.metadata_props["pytensor.version"] = pytensor.__version__
+    model.metadata_props["pytensor.outputs"] = json.dumps(
+        {name: str(var) for name, var in zip(outputs, fgraph.outputs, strict=True)}
+    )
+    for node in ir.traversal.RecursiveGraphIterator(graph):
+        namespace = node.metadata_props.get("namespace", "")
+        index = namespace.split("_", 1)[0]
+        if not index.isdigit() or int(index) >= len(nodes):
+            continue
+        apply = nodes[int(index)]
+        node.metadata_props["pkg.pytensor.node"] = str(apply.op)
+        source = _source_line(apply)
+        if source:
+            node.metadata_props["pkg.pytensor.source"] = source
+
+
+def _source_line(node: Apply) -> str | None:
+    """The user's line that built `node`'s first output, from PyTensor's tag trace (a list of
+    stack summaries, nested once more after rewrites copy them): ``file:line: code``."""
+    trace = getattr(node.outputs[0].tag, "trace", None)
+    while isinstance(trace, list) and trace and isinstance(trace[0], list):
+        trace = trace[0]
+    if not trace or not isinstance(trace[-1], tuple) or len(trace[-1]) < 4:
+        return None
+    filename, line, _, code = trace[-1][:4]
+    return f"{filename}:{line}: {code}"
 
 
 def _set_output_type(value: ir.Value, var: Variable) -> None:

@@ -53,6 +53,30 @@ def test_node_names_trace_back_to_pytensor_nodes():
     assert any("Exp" in n for n in names) and any("Mul" in n for n in names)
 
 
+def test_models_carry_their_provenance():
+    """The model's doc_string and metadata say what was exported with which versions; each
+    node names the PyTensor node it translates and the user's line that built it (as
+    torch.onnx's stack traces), for Netron and other readers."""
+    import json
+
+    x = pt.vector("x")
+    scale = pt.scalar("scale")
+    y = (pt.exp(x) * scale).sum()  # the line the nodes point back to
+    model = export_onnx(([x, scale], [y]), output_names=["total"])
+    assert f"PyTensor {pytensor.__version__}" in model.doc_string
+    assert "inputs x, scale; outputs total" in model.doc_string
+    metadata = {p.key: p.value for p in model.metadata_props}
+    assert metadata["pytensor.version"] == pytensor.__version__
+    assert set(json.loads(metadata["pytensor.outputs"])) == {"total"}
+    for node in model.graph.node:
+        props = {p.key: p.value for p in node.metadata_props}
+        assert props["pkg.pytensor.node"] in props["namespace"]
+        assert props["pkg.pytensor.source"].endswith(
+            "y = (pt.exp(x) * scale).sum()  # the line the nodes point back to"
+        )
+        assert __file__ in props["pkg.pytensor.source"]
+
+
 @pytest.mark.parametrize("opset", sorted({DEFAULT_OPSET, newest_opset()}))
 def test_opset_choice(opset):
     x = pt.vector("x", dtype="float32")
