@@ -97,14 +97,41 @@ def _missing(node: Apply, scalar: bool = False) -> list[tuple[str, Apply]]:
         found = translation_for(op) is not None
         name = type(op).__name__
     if not found:
-        return [(name, node)]
+        core = type(op.core_op if isinstance(op, Blockwise) else op).__name__
+        hint = _HINTS.get(core)
+        return [(f"{name} ({hint})" if hint else name, node)]
     check = check_for(op.core_op if isinstance(op, Blockwise) else op)
     problem = check(node) if check is not None else None
     if problem:
         return [(f"{name}: {problem}", node)]
     if isinstance(op, OpFromGraph) and not translated_as_inner_graph(op):
         return []  # its own class's translation (AllocDiag, SolveSylvester): no inner graph
-    return [m for inner in _inner_nodes(op) for m in _missing(inner, scalar)]
+    # A Composite is PyTensor's fusion of elementwise ops, not the user's: no location.
+    where = "" if isinstance(op, ScalarOp) else f", inside {_container(op)}"
+    return [
+        (f"{inner_name}{where}", inner_node)
+        for inner in _inner_nodes(op)
+        for inner_name, inner_node in _missing(inner, scalar)
+    ]
+
+
+def _container(op) -> str:
+    """How an unsupported op's enclosing inner graph is named: its class, and its name when
+    it has one (a Scan's `name=`)."""
+    name = getattr(op, "name", None)
+    label = type(op).__name__
+    return f"{label} {name!r}" if isinstance(name, str) and name and name != label else label
+
+
+# What to do instead, for Ops users meet that have no translation.
+_HINTS = {
+    "Eig": "complex eigenvalues: ONNX Runtime has no complex dtypes; for a symmetric matrix "
+    "use eigh",
+    "Schur": "no ONNX translation yet: it needs a QR-iteration eigensolver",
+    "QZ": "no ONNX translation yet: it needs a QZ-iteration eigensolver",
+    "TensorInv": "reshape to a matrix and use pt.linalg.inv",
+    "TensorSolve": "reshape to a matrix and use pt.linalg.solve",
+}
 
 
 def check_supported(nodes: Sequence[Apply], scalar: bool = False) -> None:

@@ -42,7 +42,7 @@ def test_unsupported_op_inside_op_from_graph_is_reported():
     a = pt.vector("a")
     ofg = OpFromGraph([a], [Opaque()(a) + 1])
     x = pt.vector("x")
-    with pytest.raises(UnsupportedOpError, match=r"Opaque \(1 node\)"):
+    with pytest.raises(UnsupportedOpError, match=r"Opaque, inside OpFromGraph \(1 node\)"):
         export_onnx(([x], [ofg(x)]))
 
 

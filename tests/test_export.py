@@ -187,6 +187,25 @@ def test_unsupported_composite_member_is_reported():
         export_onnx(([x], [composite(x)]))
 
 
+def test_unsupported_ops_say_which_inner_graph_holds_them_and_give_hints():
+    """An unsupported op inside a Scan (named) inside an OpFromGraph is reported with where it
+    is; common unsupported linear algebra comes with what to use instead."""
+    from pytensor.compile.builders import OpFromGraph
+
+    x = pt.vector("x")
+    inner = pt.vector("inner")
+    steps = pytensor.scan(
+        lambda v: Custom()(v), outputs_info=[inner], n_steps=3, name="my_loop", return_updates=False
+    )
+    wrapped = OpFromGraph([inner], [steps[-1]])
+    m = pt.matrix("m")
+    with pytest.raises(UnsupportedOpError) as info:
+        export_onnx(([x, m], [wrapped(x), pt.linalg.eig(m)[0].real]))
+    message = str(info.value)
+    assert "Custom, inside Scan 'my_loop', inside OpFromGraph (1 node)" in message
+    assert "for a symmetric matrix use eigh" in message
+
+
 def test_non_tensor_input_is_a_type_error_naming_it():
     z = pt.vector("z", dtype="complex128")
     with pytest.raises(TypeError, match="z.*complex128"):
