@@ -474,13 +474,13 @@ def fgraph_to_model(
         optimize_model(model)
     canonical_loops(graph)
     names_by_position(graph, named)
-    _provenance(model, nodes, fgraph, output_names)
+    _provenance(model, nodes, fgraph)
     return model
 
 
-def _provenance(model: ir.Model, nodes: Sequence[Apply], fgraph, output_names) -> None:
+def _provenance(model: ir.Model, nodes: Sequence[Apply], fgraph: FunctionGraph) -> None:
     """What Netron and other readers show: the model's doc_string and metadata (versions,
-    the PyTensor inputs and outputs each graph input and output stands for), and on each
+    the PyTensor variable each graph output stands for), and on each
     node the PyTensor node it translates (``pkg.pytensor.node``) and the user's source line
     that built it where PyTensor's tag has one (``pkg.pytensor.source``). A node's PyTensor
     node is found from the leading ``<index>_<Op>`` of the namespace the builder gave it."""
