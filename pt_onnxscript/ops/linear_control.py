@@ -9,12 +9,9 @@ small systems state-space models have; systems with m n above KRONECKER_LIMIT ar
 not fit in memory.
 """
 
-import numpy as np
-
 from pt_onnxscript.ops.common import constant, raise_if
-from pt_onnxscript.ops.linalg import lu_solve_system, swap_last
+from pt_onnxscript.ops.linalg import _as, _nan_where, _singular, lu_solve_system, swap_last
 from pt_onnxscript.registry import register, register_blockwise, register_check
-from pt_onnxscript.types import onnx_dtype
 
 try:  # PyTensor 3
     from pytensor.tensor.linalg.solvers.linear_control import SolveSylvester
@@ -66,10 +63,7 @@ def solve_sylvester(g, node, a, b, c):
     """SolveSylvester -> (A kron I_n + I_m kron B^T) vec(X) = vec(C) by LU; NaN where that
     system is singular (A and -B share an eigenvalue: LAPACK's trsyl perturbs it instead)."""
     dtype = node.outputs[0].type.dtype
-    a, b, c = (
-        x if var.type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
-        for var, x in zip(node.inputs, (a, b, c), strict=True)
-    )
+    a, b, c = (_as(g, var, x, dtype) for var, x in zip(node.inputs, (a, b, c), strict=True))
     rank = max(var.type.ndim for var in node.inputs)
     m = g.Shape(c, start=-2, end=-1)
     n = g.Shape(c, start=-1)
@@ -88,13 +82,7 @@ def solve_sylvester(g, node, a, b, c):
         c, g.Concat(g.Shape(c, start=0, end=-2), size, _int(g, [1]), axis=0), allowzero=1
     )
     x, pivots = lu_solve_system(g, system, rhs, dtype, rank, None)
-    singular = g.ReduceMax(
-        g.Cast(g.Equal(pivots, constant(g, 0, dtype)), to=onnx_dtype("uint8")),
-        _int(g, [-1]),
-        keepdims=1,
-    )
-    singular = g.Cast(g.Unsqueeze(singular, _int(g, [-1])), to=onnx_dtype("bool"))
-    x = g.Where(singular, constant(g, np.nan, dtype), x)
+    x = _nan_where(g, _singular(g, pivots, dtype), x, dtype)  # as Solve does
     # (..., m, n): x's batch dims (the broadcast of the inputs'), then c's matrix dims.
     shape = g.Concat(g.Shape(x, start=0, end=-2), g.Shape(c, start=-2), axis=0)
     return g.Reshape(x, shape, allowzero=1)
