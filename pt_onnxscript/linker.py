@@ -1,4 +1,10 @@
-"""ONNXLinker and the "ONNX" mode: PyTensor functions run on ONNX Runtime."""
+"""ONNXLinker and the "ONNX" mode: PyTensor functions run on ONNX Runtime.
+
+Importing this module (as ``import pt_onnxscript`` does, to register the mode) imports neither
+onnx, onnxscript nor ONNX Runtime: the first function compiled in the mode does.
+"""
+
+from __future__ import annotations
 
 import os
 import re
@@ -6,19 +12,20 @@ import tempfile
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx_ir as ir
 from pytensor.compile.mode import Mode
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.rewriting.db import RewriteDatabaseQuery
 from pytensor.link.basic import JITLinker
 from pytensor.tensor.type import TensorType
 
-from pt_onnxscript.ops.common import CHECK
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, newest_opset  # noqa: F401
 from pt_onnxscript.rng import generator_from_state, is_random_state, state_from_generator
-from pt_onnxscript.translate import fgraph_to_model
+
+if TYPE_CHECKING:
+    import onnx_ir as ir
 
 
 class ONNXLinker(JITLinker):
@@ -107,6 +114,8 @@ class ONNXLinker(JITLinker):
     def _specialise(self, fgraph, updated, args, general: bool = False):
         """The model and session for `fgraph` specialised on the shared values in `args`
         (None: their current values), or on nothing (`general`)."""
+        from pt_onnxscript.translate import fgraph_to_model
+
         baked, shapes = {}, {}
         for i, var in enumerate([] if general else fgraph.inputs):
             if not isinstance(var, SharedVariable) or not isinstance(var.type, TensorType):
@@ -183,6 +192,10 @@ class _Specialised:
 
 def model_checks(model: ir.Model) -> dict[str, tuple[type[Exception], str]]:
     """The checks kept in `model` (see ``ops.common.failure_guard``), by node name."""
+    import onnx_ir as ir
+
+    from pt_onnxscript.ops.common import CHECK
+
     return {
         node.name: node.meta[CHECK]
         for node in ir.traversal.RecursiveGraphIterator(model.graph)
@@ -227,6 +240,7 @@ def inference_session(
     """An ONNX Runtime session for `model` (through a temporary file with external data
     when its tensors pass 2 GB), running each node on `threads` threads (None: ONNX Runtime's
     default, one per core)."""
+    import onnx_ir as ir
     import onnxruntime as ort
 
     options = ort.SessionOptions()

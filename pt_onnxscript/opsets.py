@@ -9,20 +9,21 @@ ceiling is the newest opset that onnxscript, onnx and the installed ONNX Runtime
 
 from functools import cache
 
-import onnx
-import onnx_ir as ir
-
 MIN_OPSET = 18
 DEFAULT_OPSET = 18
 
 
 def min_ir_version(opset: int) -> int:
+    import onnx
+
     return onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)])
 
 
 @cache
 def newest_opset() -> int:
     """The newest opset that onnxscript, onnx and the installed ONNX Runtime all support."""
+    import onnx
+    import onnx_ir as ir
     import onnxruntime as ort
     from onnxscript.onnx_opset import all_opsets
 
@@ -56,6 +57,12 @@ def at_least(g, version: int) -> bool:
 
 def check_opset(opset) -> int:
     """`opset`, if pt_onnxscript supports it; a ValueError naming the supported range if not."""
+    if (
+        isinstance(opset, int)
+        and not isinstance(opset, bool)
+        and MIN_OPSET <= opset <= DEFAULT_OPSET
+    ):
+        return opset  # without asking ONNX Runtime (importing it takes a while)
     newest = newest_opset()
     if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
         raise ValueError(

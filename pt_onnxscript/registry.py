@@ -5,6 +5,11 @@ builder of the graph being built (``g.Add(x, y)`` adds a node; named as in torch
 symbolic functions, since ``op`` is the PyTensor Op in every PyTensor backend), ``node`` the
 PyTensor Apply node (a scalar Apply for scalar translations) and ``inputs`` the ONNX values
 of the node's inputs. It returns the ONNX value of the node's output, or a sequence of them.
+
+The package's own translations (``pt_onnxscript.ops``, which imports onnxscript and compiles
+hundreds of scripted functions) are registered the first time a table is read or written,
+not when pt_onnxscript is imported: they are always there before a lookup or a user's
+registration.
 """
 
 from collections.abc import Callable
@@ -19,10 +24,26 @@ _scalar_translations: dict[type, Translation] = {}
 _blockwise_translations: dict[type, Translation] = {}
 _function_translations: dict[str, Translation] = {}
 _checks: dict[type, Callable] = {}
+_builtins = "unloaded"
+
+
+def load_builtins() -> None:
+    """Register the package's own translations, once."""
+    global _builtins
+    if _builtins != "unloaded":  # loaded, or loading (their own registrations come here)
+        return
+    _builtins = "loading"
+    try:
+        import pt_onnxscript.ops  # noqa: F401  (registers every op family)
+    except BaseException:
+        _builtins = "unloaded"
+        raise
+    _builtins = "loaded"
 
 
 def _registrar(table: dict[type, Translation], op_classes: tuple[type, ...], replace: bool):
     def decorator(translation: Translation) -> Translation:
+        load_builtins()  # so that a user's registration meets (and may replace) the package's
         for cls in op_classes:
             if cls in table and not replace:
                 name = getattr(cls, "__name__", cls)
@@ -82,6 +103,7 @@ def check_for(op) -> Callable | None:
 
 def lookup(table: dict[type, object], op):
     """The entry of `table` for the class of `op` or its nearest base class (None if none)."""
+    load_builtins()
     for cls in type(op).__mro__:
         if cls in table:
             return table[cls]
@@ -93,6 +115,7 @@ def translated_as_inner_graph(op: Op) -> bool:
     registered for an inner-graph class (OpFromGraph), not one of its own class."""
     from pytensor.compile.builders import OpFromGraph
 
+    load_builtins()
     for cls in type(op).__mro__:
         if cls in _translations:
             return cls is OpFromGraph
@@ -107,7 +130,7 @@ def scalar_translation_for(scalar_op: ScalarOp) -> Translation | None:
     translation = lookup(_scalar_translations, scalar_op)
     spec = getattr(scalar_op, "nfunc_spec", None)
     if translation is None and spec:
-        translation = _function_translations.get(spec[0])
+        translation = _function_translations.get(spec[0])  # loaded by lookup
     return translation
 
 

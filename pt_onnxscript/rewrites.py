@@ -10,7 +10,6 @@ Both are exact replacements; graphs that do not match are translated op by op.
 """
 
 import numpy as np
-import scipy.signal
 from pytensor.compile import optdb
 from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
@@ -52,6 +51,8 @@ class ChannelConv2d(Op):
         return [(n, cout, h + grow * (kh - 1), w + grow * (kw - 1))]
 
     def perform(self, node, inputs, outputs):
+        import scipy.signal  # only here: importing it takes longer than pt_onnxscript
+
         x, w = inputs
         mode = "full" if self.full else "valid"
         rows = [

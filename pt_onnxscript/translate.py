@@ -2,7 +2,6 @@
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 import onnx_ir as ir
@@ -16,6 +15,7 @@ from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
+from pt_onnxscript.errors import TranslationError, UnsupportedOpError, __version__
 from pt_onnxscript.naming import canonical_loops, names_by_position
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, min_ir_version
 from pt_onnxscript.optimize import optimize as optimize_model
@@ -36,19 +36,6 @@ from pt_onnxscript.types import (
     onnx_dtype,
     value_shape,
 )
-
-try:
-    __version__ = version("pt-onnxscript")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0+unknown"
-
-
-class UnsupportedOpError(NotImplementedError):
-    """Raised, before anything is built, when a graph has Ops without an ONNX translation."""
-
-
-class TranslationError(RuntimeError):
-    """Raised when a registered translation fails on a node."""
 
 
 class StaticValue:

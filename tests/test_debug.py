@@ -11,10 +11,11 @@ from pytensor.tensor.elemwise import Elemwise
 
 from pt_onnxscript import UnsupportedOpError
 from pt_onnxscript.debug import Divergence, compare_nodes, find_divergence
-from pt_onnxscript.registry import _scalar_translations, _translations
+from pt_onnxscript.registry import _scalar_translations, _translations, load_builtins
 from pt_onnxscript.testing import assert_same
 
 UNREWRITTEN = Mode(linker="py", optimizer=None)
+load_builtins()  # the tests below replace some, which loading them later would refuse
 
 
 @pytest.fixture

@@ -1,0 +1,16 @@
+"""The package's errors and version: importing this module imports nothing heavy."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("pt-onnxscript")
+except PackageNotFoundError:  # running from a source tree
+    __version__ = "0+unknown"
+
+
+class UnsupportedOpError(NotImplementedError):
+    """Raised, before anything is built, when a graph has Ops without an ONNX translation."""
+
+
+class TranslationError(RuntimeError):
+    """Raised when a registered translation fails on a node."""

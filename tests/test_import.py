@@ -1,0 +1,85 @@
+"""`import pt_onnxscript` is light (mode "ONNX" registered, nothing heavy imported) and the
+translations, loaded at first use, are all there whichever way in comes first."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+HEAVY = ("onnx", "onnx_ir", "onnxscript", "onnxruntime", "scipy", "sympy")
+
+
+def _run(code: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_import_registers_the_mode_and_imports_nothing_heavy():
+    out = _run(
+        f"""
+        import sys
+        import pt_onnxscript
+        from pytensor.compile.mode import get_mode
+        assert get_mode("ONNX").linker.__class__.__name__ == "ONNXLinker"
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r})
+        print(loaded, "pt_onnxscript.ops" in sys.modules)
+        """
+    )
+    assert out.split() == ["[]", "False"]
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        # mode "ONNX" first: a special function (scalar translations) and a Scan
+        """
+        import numpy as np, pytensor, pytensor.tensor as pt
+        x = pt.vector("x")
+        ys, _ = pytensor.scan(lambda v, acc: acc + pt.gammaln(v), sequences=[x], outputs_info=[pt.zeros(())])
+        f = pytensor.function([x], ys[-1], mode="ONNX")
+        print(round(float(f(np.array([3.0, 4.0]))), 6))
+        """,
+        # export first, through the lazily imported name
+        """
+        import numpy as np, pytensor.tensor as pt, onnxruntime as ort
+        from pt_onnxscript import export_onnx
+        x = pt.vector("x")
+        model = export_onnx(([x], pt.gammaln(x).sum()), None)
+        sess = ort.InferenceSession(model.SerializeToString())
+        print(round(float(sess.run(None, {"x": np.array([3.0, 4.0])})[0]), 6))
+        """,
+    ],
+    ids=["mode", "export"],
+)
+def test_translations_load_at_first_use(first):
+    out = _run("import pt_onnxscript\n" + textwrap.dedent(first))
+    assert out.strip() == "2.484907"  # log(2) + log(6)
+
+
+def test_a_users_registration_meets_the_packages_own():
+    # Registering before anything has been translated still finds the package's translation
+    # of the same Op (an accidental duplicate), and replace=True still overrides it.
+    out = _run(
+        """
+        import numpy as np, pytensor, pytensor.tensor as pt
+        from pytensor.tensor.math import Argmax
+        import pt_onnxscript
+        try:
+            pt_onnxscript.register(Argmax)(lambda g, node, x: x)
+        except ValueError as err:
+            print("refused:", "replace=True" in str(err))
+        pt_onnxscript.register(Argmax, replace=True)(lambda g, node, x: g.ArgMin(x, axis=0, keepdims=0))
+        x = pt.vector("x")
+        f = pytensor.function([x], pt.argmax(x), mode="ONNX")
+        print(int(f(np.array([3.0, 1.0, 2.0]))))
+        """
+    )
+    assert out.split() == ["refused:", "True", "1"]
