@@ -14,3 +14,9 @@ class UnsupportedOpError(NotImplementedError):
 
 class TranslationError(RuntimeError):
     """Raised when a registered translation fails on a node."""
+
+
+class ExecutionError(RuntimeError):
+    """Raised when ONNX Runtime fails to run an exported model: it names the node, the
+    PyTensor node and source line it was translated from, and the inputs (ONNX Runtime's own
+    error is chained)."""

@@ -19,7 +19,7 @@ from pt_onnxscript.linker import (
     inference_session,
     model_checks,
     onnx_rewrites,
-    raising_checks,
+    raise_check,
     tensor_bytes,
 )
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset
@@ -96,8 +96,8 @@ def function_to_model(
         output_names = [
             out.variable.name or f"output_{i}" for i, out in enumerate(fn.maker.outputs)
         ]
-    elif len(output_names) != n_user:
-        raise ValueError(f"output_names has {len(output_names)} names for {n_user} outputs")
+    else:
+        _check_output_names(output_names, n_user, input_names)
     if baked:
         fgraph, baked = baked_copy(fgraph, baked)
     # A baked random state is an initializer: the same draws every call (a fixed seed).
@@ -115,6 +115,25 @@ def function_to_model(
         baked=baked,
         optimize=optimize,
     )
+
+
+def _check_output_names(output_names, n_outputs: int, input_names: list[str]) -> None:
+    """The names a user gives the outputs are used as given, or refused: never renamed."""
+    if isinstance(output_names, str) or len(output_names) != n_outputs:
+        raise ValueError(
+            f"output_names must be a sequence of {n_outputs} names, one per output, "
+            f"not {output_names!r}"
+        )
+    for name in output_names:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"output_names must be non-empty strings, not {name!r}")
+        if list(output_names).count(name) > 1:
+            raise ValueError(f"output_names has {name!r} more than once: give distinct names")
+        if name in input_names:
+            raise ValueError(
+                f"output name {name!r} is also an input's name: an ONNX graph's values are "
+                f"named once; give the output another name"
+            )
 
 
 def to_proto(model: ir.Model, check: bool = True, dims=None) -> onnx.ModelProto:
@@ -314,10 +333,12 @@ class ONNXFunction:
                 feeds[name] = state_from_generator(value)
             else:
                 feeds[name] = _checked_array(value, variable, name, variable.type.shape)
-        if self._session is None:
-            self._session = inference_session(self._ir_model)
-        with raising_checks(self._checks):
+        try:
+            if self._session is None:
+                self._session = inference_session(self._ir_model)
             results = self._session.run(None, feeds)
+        except Exception as err:  # noqa: BLE001  (a check's own exception, or explained)
+            raise_check(err, self._checks, self._ir_model, feeds)
         for out, variable in self._updates:
             value = results[out]
             variable.set_value(

@@ -21,6 +21,7 @@ from pytensor.graph.rewriting.db import RewriteDatabaseQuery
 from pytensor.link.basic import JITLinker
 from pytensor.tensor.type import TensorType
 
+from pt_onnxscript.errors import ExecutionError
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, newest_opset  # noqa: F401
 from pt_onnxscript.rng import generator_from_state, is_random_state, state_from_generator
 
@@ -102,8 +103,8 @@ class ONNXLinker(JITLinker):
             }
             try:
                 results = current.run(None, feeds)
-            except Exception as err:  # noqa: BLE001  (re-raised unless a check failed)
-                raise_check(err, current.checks)
+            except Exception as err:  # noqa: BLE001  (a check's own exception, or explained)
+                raise_check(err, current.checks, current.model, feeds)
             for i in states:
                 results[i] = generator_from_state(results[i])
             return results
@@ -131,7 +132,7 @@ class ONNXLinker(JITLinker):
             fgraph, opset=self.opset, optimize=self.optimize, baked=baked, fixed_shapes=shapes
         )
         checks = model_checks(model)
-        with raising_checks(checks):
+        with raising_checks(checks, model):
             session = inference_session(model, self.providers, self.threads)
         position = {var: i for i, var in enumerate(fgraph.inputs)}
         fed = [var for var in fgraph.inputs if var not in baked]
@@ -203,24 +204,66 @@ def model_checks(model: ir.Model) -> dict[str, tuple[type[Exception], str]]:
     }
 
 
-def raise_check(err: Exception, checks: dict[str, tuple[type[Exception], str]]):
-    """Raise the check's own exception if ONNX Runtime's error `err` is a check failing;
-    re-raise `err` otherwise."""
+def raise_check(
+    err: Exception, checks: dict[str, tuple[type[Exception], str]], model=None, feeds=None
+):
+    """Raise the check's own exception if ONNX Runtime's error `err` is a check failing; an
+    ExecutionError naming the failing node of `model` and the `feeds` otherwise."""
     # The innermost failing node is named last (Loop and If bodies nest their errors).
-    for name in reversed(re.findall(r"Name:'(.*?)' Status Message", str(err), re.DOTALL)):
+    names = re.findall(r"Name:'(.*?)' Status Message", str(err), re.DOTALL)
+    for name in reversed(names):
         if name in checks:
             exc_type, message = checks[name]
             raise exc_type(message) from err
-    raise err
+    if model is None:
+        raise err
+    raise ExecutionError(_failure(err, model, names[-1] if names else None, feeds)) from err
+
+
+def _failure(err: Exception, model: ir.Model, name: str | None, feeds) -> str:
+    """What went wrong, in the model's terms: the node, the PyTensor node and user's line it
+    was translated from, ONNX Runtime's own words and the inputs' dtypes and shapes."""
+    import onnx_ir as ir
+
+    said = str(err).split("Status Message: ", 1)[-1].strip()
+    said = re.sub(r"^\S+\.(h|cc):\d+ (onnxruntime::\S+\(.*?\) )?", "", said)
+    lines = [f"ONNX Runtime failed running {model.graph.name or 'the model'}"]
+    if name is not None:
+        node = next(
+            (n for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.name == name), None
+        )
+        lines[0] = f"ONNX Runtime failed at node {name!r}"
+        if node is not None:
+            lines[0] += f" ({node.op_type})"
+            for key, label in [
+                ("pkg.pytensor.node", "PyTensor op"),
+                ("pkg.pytensor.source", "built at"),
+            ]:
+                if key in node.metadata_props:
+                    lines.append(f"  {label}: {node.metadata_props[key]}")
+    lines.append(f"  ONNX Runtime said: {said}")
+    if feeds:
+        given = ", ".join(
+            f"{key} {getattr(value, 'dtype', type(value).__name__)} {np.shape(value)}"
+            for key, value in feeds.items()
+        )
+        lines.append(f"  inputs: {given}")
+    lines.append(
+        "If PyTensor's own modes fail on these inputs too, they do not fit the graph; if not, "
+        "the translation is wrong: please report it with the model "
+        "(pt_onnxscript.export_onnx(function, path))."
+    )
+    return "\n".join(lines)
 
 
 @contextmanager
-def raising_checks(checks: dict[str, tuple[type[Exception], str]]):
-    """Turn ONNX Runtime's failure in a check's node into the check's own exception."""
+def raising_checks(checks: dict[str, tuple[type[Exception], str]], model: ir.Model):
+    """Turn ONNX Runtime's failure in a check's node into the check's own exception, and
+    others into an ExecutionError on `model`."""
     try:
         yield
-    except Exception as err:  # noqa: BLE001  (re-raised unless a check failed)
-        raise_check(err, checks)
+    except Exception as err:  # noqa: BLE001  (a check's own exception, or explained)
+        raise_check(err, checks, model)
 
 
 # Protobuf cannot serialize a message of 2 GiB or more; past this many bytes of tensors,

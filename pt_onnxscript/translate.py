@@ -509,7 +509,7 @@ def _source_line(node: Apply) -> str | None:
     if not trace or not isinstance(trace[-1], tuple) or len(trace[-1]) < 4:
         return None
     filename, line, _, code = trace[-1][:4]
-    return f"{filename}:{line}: {code}"
+    return f"{filename}:{line}: {code}" if code else f"{filename}:{line}"
 
 
 def _set_output_type(value: ir.Value, var: Variable) -> None:

@@ -112,6 +112,47 @@ def test_bad_dims_are_reported(dims, match):
         export_onnx(([x], [x + 1]), dims=dims)
 
 
+@pytest.mark.parametrize(
+    "names, match",
+    [
+        (["a", "a"], "'a' more than once"),
+        (["x", "b"], "also an input's name"),
+        (["", "b"], "non-empty strings"),
+        (["a"], "sequence of 2 names"),
+        ("ab", "sequence of 2 names"),
+    ],
+)
+def test_output_names_are_used_as_given_or_refused(names, match):
+    x = pt.vector("x")
+    with pytest.raises(ValueError, match=match):
+        export_onnx(([x], [x + 1, x * 2]), output_names=names)
+    model = export_onnx(([x], [x + 1, x * 2]), output_names=["a", "b"])
+    assert [o.name for o in model.graph.output] == ["a", "b"]
+
+
+def test_a_failed_run_names_the_node_the_pytensor_op_and_the_users_line():
+    from pt_onnxscript import ExecutionError
+
+    x = pt.matrix("x")
+
+    @onnx_export(x=("float64", (None, None)))
+    def flat3(x):
+        return x.reshape((3, -1))  # the line the error names
+
+    with pytest.raises(ExecutionError) as info:
+        flat3(np.ones((2, 2)))
+    message = str(info.value)
+    assert "node '" in message and "(Reshape)" in message
+    assert "PyTensor op: Reshape{2}" in message
+    assert "test_export.py" in message and "the line the error names" in message
+    assert "cannot be reshaped to the requested shape" in message
+    assert "inputs: x float64 (2, 2)" in message
+    assert "onnxruntime" in type(info.value.__cause__).__module__  # ONNX Runtime's, chained
+    f = pytensor.function([x], x @ x, mode="ONNX")
+    with pytest.raises(ExecutionError, match=r"\(MatMul\)(.|\n)*PyTensor op: Dot"):
+        f(np.ones((2, 3)))
+
+
 def test_shared_variables_baked_or_inputs():
     w = pytensor.shared(np.array([1.0, 2.0]), name="w")
     x = pt.vector("x")
