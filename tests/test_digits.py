@@ -131,6 +131,85 @@ def test_a_held_out_sample_from_the_menu(trained, page):
     assert page.text_content("#label") == f"(label {split.y_test[3]})"
 
 
+def _bars(page):
+    """The ten bars' widths in pixels."""
+    return page.evaluate(
+        "Array.from(document.querySelectorAll('#probabilities .bar'), (b) => b.offsetWidth)"
+    )
+
+
+def _preview(page):
+    """The 8 x 8 preview's grey levels."""
+    return page.evaluate(
+        """Array.from(document.getElementById('preview').getContext('2d')
+            .getImageData(0, 0, 8, 8).data.filter((_, i) => i % 4 === 0))"""
+    )
+
+
+def test_the_page_classifies_its_preselected_sample_on_load(trained, page):
+    split, _, _, site, _ = trained
+    page.reload()
+    page.wait_for_function("window.__ready === true")
+    expected = digits.onnx_probabilities(site / "model" / "digits.onnx", split.x_test[:1])[0]
+    assert page.text_content("#prediction") == str(expected.argmax())
+    assert page.text_content("#label") == f"(label {split.y_test[0]})"
+    assert abs(sum(_bars(page)) - 200) < 3  # the probabilities' bars, 200 px in all
+    assert max(_preview(page)) > 0
+    assert "mouse or a finger" in page.text_content("#instruction")
+
+
+def test_clear_clears_the_pad_the_bars_and_the_preview(page):
+    page.select_option("#sample", "5")
+    page.wait_for_function(
+        "document.getElementById('label').textContent === '(label ' + "
+        "document.getElementById('sample').selectedOptions[0].text.slice(-2, -1) + ')'"
+    )
+    assert max(_preview(page)) > 0 and max(_bars(page)) > 0
+    page.click("#clear")
+    assert _bars(page) == [0] * 10
+    assert _preview(page) == [0] * 64
+    assert page.text_content("#prediction") == "\u2013" and page.text_content("#label") == ""
+    pad = page.evaluate(
+        "Math.max(...document.getElementById('pad').getContext('2d')"
+        ".getImageData(0, 0, 256, 256).data.filter((_, i) => i % 4 === 0))"
+    )
+    assert pad == 0
+
+
+def test_a_finger_draws_too(page):
+    page.click("#clear")
+    box = page.locator("#pad").bounding_box()
+    x = box["x"] + 128
+    events = [("pointerdown", 40)] + [("pointermove", 40 + 18 * i) for i in range(1, 11)]
+    for kind, y in [*events, ("pointerup", 220)]:
+        page.locator("#pad").dispatch_event(
+            kind,
+            {
+                "pointerType": "touch",
+                "pointerId": 2,
+                "isPrimary": True,
+                "clientX": x,
+                "clientY": box["y"] + y,
+                "bubbles": True,
+            },
+        )
+    page.wait_for_function("document.getElementById('prediction').textContent.match(/^[0-9]$/)")
+    assert max(_preview(page)) > 0
+
+
+def test_the_bars_stay_where_they_are(trained, page):
+    page.click("#clear")
+    table = page.locator("#probabilities")
+    boxes = [table.bounding_box()]
+    for sample in ("1", "2", "7"):
+        page.select_option("#sample", sample)
+        page.wait_for_function("document.getElementById('label').textContent !== ''")
+        boxes.append(table.bounding_box())
+        page.click("#clear")
+        boxes.append(table.bounding_box())
+    assert all(box == boxes[0] for box in boxes), boxes
+
+
 def test_random_draws_reproduce_in_the_browser(trained, page):
     # Philox in onnxruntime-web's wasm build (uint64 Mul, BitShift, Xor), and the samplers'
     # Loops: the same state gives the draws and the advanced state ONNX Runtime's CPU gives.

@@ -107,8 +107,12 @@ def train(
             lr * (m_new / (1 - 0.9 ** (t + 1))) / (pt.sqrt(v_new / (1 - 0.999 ** (t + 1))) + 1e-8)
         )
         updates += [(m, m_new), (v, v_new), (p, (p - step).astype("float32"))]
-    step_fn = pytensor.function([x, y], loss, updates=updates)
-    predict = pytensor.function([x], probs)
+    with warnings.catch_warnings():
+        # PyTensor 3's default (Numba) mode runs convolve2d through Python and says so once
+        # per op, in red: nothing a reader of the demo can act on.
+        warnings.filterwarnings("ignore", message="Numba will use object mode")
+        step_fn = pytensor.function([x, y], loss, updates=updates)
+        predict = pytensor.function([x], probs)
     rng = np.random.default_rng(seed)
     for epoch in range(epochs):
         order = rng.permutation(len(split.y_train))
@@ -177,8 +181,6 @@ def main(argv=None):
         "--site", type=Path, default=None, help="where to write the model and samples"
     )
     args = parser.parse_args(argv)
-    # PyTensor 3's default (Numba) mode runs convolve2d through Python; it says so once per op.
-    warnings.filterwarnings("ignore", message="Numba will use object mode")
     if not args.no_serve:  # what serving needs, before a minute of training
         from pt_onnxscript.demos.web.server import check_runtime
 

@@ -22,13 +22,16 @@ async function classify(pixels, n) {
   return Array.from(result[session.outputNames[0]].data);
 }
 
+// The ten bars, empty without probabilities: the table keeps its size either way.
 function show(probabilities, label) {
-  const best = probabilities.indexOf(Math.max(...probabilities));
-  $('prediction').textContent = String(best);
+  const best = probabilities ? probabilities.indexOf(Math.max(...probabilities)) : null;
+  $('prediction').textContent = probabilities ? String(best) : '\u2013';
   $('label').textContent = label === undefined ? '' : `(label ${label})`;
-  $('probabilities').innerHTML = probabilities.map((p, digit) =>
-    `<tr><td>${digit}</td><td><div class="bar" style="width:${(200 * p).toFixed(1)}px"></div></td>` +
-    `<td>${p.toFixed(4)}</td></tr>`).join('');
+  $('probabilities').innerHTML = Array.from({ length: 10 }, (_, digit) => {
+    const p = probabilities ? probabilities[digit] : 0;
+    return `<tr><td class="digit">${digit}</td><td class="bar-cell"><div class="bar" style="width:${(200 * p).toFixed(1)}px"></div></td>` +
+      `<td class="p">${probabilities ? p.toFixed(4) : '\u2013'}</td></tr>`;
+  }).join('');
 }
 
 function preview(pixels) {
@@ -72,9 +75,12 @@ async function classifySample(index) {
   }
 }
 
+// A black pad, a black preview, empty bars.
 function clear() {
   context.fillStyle = '#000';
   context.fillRect(0, 0, pad.width, pad.height);
+  preview(new Array(64).fill(0));
+  show(null);
 }
 
 let drawing = false;
@@ -83,16 +89,19 @@ function stroke(event) {
   context.lineTo(event.clientX - box.left, event.clientY - box.top);
   context.stroke();
 }
+// Pointer events: mouse, pen and touch alike (the pad's touch-action is none, so a finger
+// draws instead of scrolling the page); captured, so a stroke leaving the pad still ends.
 pad.addEventListener('pointerdown', (event) => {
   drawing = true;
+  if (event.isTrusted) pad.setPointerCapture(event.pointerId);
   const box = pad.getBoundingClientRect();
   context.beginPath();
   context.moveTo(event.clientX - box.left, event.clientY - box.top);
 });
 pad.addEventListener('pointermove', (event) => { if (drawing) stroke(event); });
 pad.addEventListener('pointerup', () => { drawing = false; classifyDrawing(); });
-pad.addEventListener('pointerleave', () => { if (drawing) { drawing = false; classifyDrawing(); } });
-$('clear').addEventListener('click', () => { clear(); $('prediction').textContent = '\u2013'; });
+pad.addEventListener('pointercancel', () => { drawing = false; });
+$('clear').addEventListener('click', clear);
 $('sample').addEventListener('change', (event) => classifySample(Number(event.target.value)));
 
 async function start() {
@@ -108,6 +117,7 @@ async function start() {
     $('sample').innerHTML = samples.labels.map((label, i) => `<option value="${i}">#${i} (${label})</option>`).join('');
     session = await ort.InferenceSession.create('./model/digits.onnx', { executionProviders: ['wasm'] });
     $('status').textContent = `model loaded (onnxruntime-web ${ort.env.versions.web})`;
+    await classifySample(Number($('sample').value));  // the preselected sample, at once
     window.classify = classify;
     window.__ready = true;
   } catch (error) {
