@@ -1,5 +1,6 @@
 """The graph walker: PyTensor FunctionGraph -> ONNX model through onnxscript's GraphBuilder."""
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
@@ -509,6 +510,8 @@ def _source_line(node: Apply) -> str | None:
     if not trace or not isinstance(trace[-1], tuple) or len(trace[-1]) < 4:
         return None
     filename, line, _, code = trace[-1][:4]
+    if re.search(r"ipykernel_\d+[/\\]\d+\.py$", filename):
+        filename = "<notebook cell>"  # IPython's temporary file for the cell: meaningless later
     return f"{filename}:{line}: {code}" if code else f"{filename}:{line}"
 
 

@@ -77,6 +77,15 @@ def test_models_carry_their_provenance():
         assert __file__ in props["pkg.pytensor.source"]
 
 
+def test_a_notebook_cells_temporary_file_is_not_recorded():
+    from pt_onnxscript.translate import _source_line
+
+    x = pt.vector("x")
+    y = x + 1
+    y.tag.trace = [[("/tmp/ipykernel_4242/1234567.py", 3, "<module>", "y = x + 1")]]
+    assert _source_line(y.owner) == "<notebook cell>:3: y = x + 1"
+
+
 @pytest.mark.parametrize("opset", sorted({DEFAULT_OPSET, newest_opset()}))
 def test_opset_choice(opset):
     x = pt.vector("x", dtype="float32")
