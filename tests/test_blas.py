@@ -40,6 +40,7 @@ def test_gemv_with_zero_beta_does_not_read_y(rng):
     compare_onnx_and_py([A, x, y], out, values)
 
 
+@pytest.mark.filterwarnings("ignore:batched_dot is deprecated")  # its Op is still PyTensor's
 def test_batched_dot(rng):
     x, y = pt.tensor3("x"), pt.tensor3("y")
     compare_onnx_and_py(

@@ -210,6 +210,7 @@ def test_the_bars_stay_where_they_are(trained, page):
     assert all(box == boxes[0] for box in boxes), boxes
 
 
+@pytest.mark.filterwarnings("ignore:RandomVariable Ops will stop hiding:DeprecationWarning")
 def test_random_draws_reproduce_in_the_browser(trained, page):
     # Philox in onnxruntime-web's wasm build (uint64 Mul, BitShift, Xor), and the samplers'
     # Loops: the same state gives the draws and the advanced state ONNX Runtime's CPU gives.
@@ -222,7 +223,7 @@ def test_random_draws_reproduce_in_the_browser(trained, page):
 
     rng = pytensor.shared(np.random.default_rng(7), name="rng")
     r, normal = pt.random.normal(1.0, 2.0, size=(500,), rng=rng).owner.outputs
-    r, gamma = pt.random.gamma(0.7, 1.5, size=(500,), rng=r).owner.outputs
+    r, gamma = pt.random.gamma(0.7, scale=1 / 1.5, size=(500,), rng=r).owner.outputs
     r, poisson = pt.random.poisson(np.array([3.0, 40.0]), size=(250, 2), rng=r).owner.outputs
     r, integers = pt.random.integers(-(2**62), 2**62, size=(500,), rng=r).owner.outputs
     fn = pytensor.function([], [normal, gamma, poisson, integers], updates={rng: r})

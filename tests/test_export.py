@@ -336,6 +336,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # fresh interpreters under several hash seeds
 def test_exports_are_byte_identical_across_runs_and_hash_seeds():
     import os
     import subprocess
@@ -460,6 +461,7 @@ def test_small_model_forced_to_external_data(tmp_path):
         export_onnx(([x], [x.sum() * w]), external_data=True)
 
 
+@pytest.mark.slow  # writes and reads 2 GB
 def test_model_over_two_gigabytes_uses_external_data(tmp_path):
     n = 2**31 // 4 + 1024  # float32: just over 2 GB
     w = pytensor.shared(np.ones(n, "float32"), name="w", shape=(n,), borrow=True)

@@ -110,6 +110,7 @@ def test_kron_and_einsum(rng):
     compare_onnx_and_py([a, b], outs, [rng.normal(size=(2, 3)), rng.normal(size=(4, 3))])
 
 
+@pytest.mark.slow  # a factorization exported per example
 @settings(max_examples=4, deadline=None)
 @given(sizes=st.lists(st.integers(1, 9), min_size=1, max_size=5), seed=st.integers(0, 1000))
 def test_random_sizes(sizes, seed):
@@ -315,7 +316,7 @@ def _blocked_inputs(rng, n):
     return value, matrices, rng.normal(size=(2, n, 3))
 
 
-@pytest.mark.parametrize("block", [1, 4])
+@pytest.mark.parametrize("block", [pytest.param(1, marks=pytest.mark.slow), 4])
 def test_blocked_factorizations_and_solves_across_blocks(block, rng, monkeypatch):
     """Cholesky, triangular solves and LU by blocks (small blocks here, so that sizes cover
     several blocks, a partial last one and none), symbolic and static sizes, batches."""

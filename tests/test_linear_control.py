@@ -35,6 +35,7 @@ def test_sylvester_and_lyapunov_like_scipy(dtype, rng):
     compare_onnx_and_py([a, b, c, q], outs, cases[0], more_inputs=cases[1:], rtol=tol, atol=tol)
 
 
+@pytest.mark.slow  # gradients through a batch of Kronecker systems
 def test_batched_sylvester_and_gradients(rng):
     """A batch of Sylvester equations, and the gradient of the discrete Lyapunov solution (a
     Sylvester equation in A's adjoint) as PyTensor computes it."""

@@ -105,6 +105,7 @@ def test_gradient_through_scan(rng):
     compare_onnx_and_py([x, w], [loss, *grads], [rng.normal(size=6), np.array(0.7)])
 
 
+@pytest.mark.filterwarnings("ignore:Scan return signature will change")  # updates wanted
 def test_shared_variable_updated_inside_a_scan(rng):
     counter = pytensor.shared(np.array(0.0), name="counter")
     x = pt.vector("x")

@@ -60,6 +60,7 @@ def test_pooling_raises_when_the_image_does_not_tile():
     assert np.signbit(zeros).all()
 
 
+@pytest.mark.filterwarnings("ignore:Numba will use object mode")  # the default mode's reference
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_a_cnn_with_shared_weights_and_pooling_written_with_shapes_exports_lean(dtype, rng):
     """Baked shared weights are constants to PyTensor's rewrites: the kernel's size, and so
