@@ -16,7 +16,7 @@ def spd(rng, n, batch=()):
     return m @ np.swapaxes(m, -1, -2) + n * np.eye(n)
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", ["float64", pytest.param("float32", marks=pytest.mark.slow)])
 def test_decompositions_and_solves(dtype, rng):
     a = pt.matrix("a", dtype=dtype)
     b = pt.vector("b", dtype=dtype)
@@ -385,7 +385,7 @@ def _lu_inputs(rng, n, batch=()):
     return [general, singular, ill]
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", ["float64", pytest.param("float32", marks=pytest.mark.slow)])
 def test_lu_factor_and_lu_like_scipy(dtype, rng):
     import scipy.linalg
     from pytensor.tensor.linalg import lu, lu_factor, lu_solve

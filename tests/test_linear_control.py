@@ -16,7 +16,7 @@ except ImportError:  # PyTensor 2.38
     from pytensor.tensor.slinalg import solve_continuous_lyapunov, solve_discrete_lyapunov
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", ["float64", pytest.param("float32", marks=pytest.mark.slow)])
 def test_sylvester_and_lyapunov_like_scipy(dtype, rng):
     """solve_sylvester (square and rectangular C), the continuous Lyapunov equation and both
     methods of the discrete one, against PyTensor's own (Schur and trsyl, through SciPy)."""

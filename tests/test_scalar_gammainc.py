@@ -80,7 +80,9 @@ def test_log1pmx():
     assert np.allclose(compiled(log1pmx)(x), expected, rtol=1e-14, atol=0)
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+@pytest.mark.parametrize(
+    "dtype", ["float64", "float32", pytest.param("int64", marks=pytest.mark.slow)]
+)
 def test_through_pytensor(dtype, opset):
     a, x = pt.vector("a", dtype=dtype), pt.matrix("x", dtype=dtype)
     outs = [pt.gammainc(a, x), pt.gammaincc(a, x), pt.gammau(a, x), pt.gammal(a, x)]
