@@ -205,7 +205,7 @@ def model_checks(model: ir.Model) -> dict[str, tuple[type[Exception], str]]:
 
 
 def raise_check(
-    err: Exception, checks: dict[str, tuple[type[Exception], str]], model=None, feeds=None
+    err: Exception, checks: dict[str, tuple[type[Exception], str]], model: ir.Model, feeds=None
 ):
     """Raise the check's own exception if ONNX Runtime's error `err` is a check failing; an
     ExecutionError naming the failing node of `model` and the `feeds` otherwise."""
@@ -215,8 +215,6 @@ def raise_check(
         if name in checks:
             exc_type, message = checks[name]
             raise exc_type(message) from err
-    if model is None:
-        raise err
     raise ExecutionError(_failure(err, model, names[-1] if names else None, feeds)) from err
 
 
