@@ -14,6 +14,7 @@ from pytensor.compile import Function
 from pytensor.compile.mode import Mode
 from pytensor.graph.basic import Variable
 
+from pt_onnxscript.errors import TranslationError
 from pt_onnxscript.linker import (
     EXTERNAL_DATA_BYTES,
     inference_session,
@@ -155,7 +156,11 @@ def _check(run_checker, dims) -> None:
         run_checker()
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
         if not dims:
-            raise
+            raise TranslationError(
+                f"The exported model fails ONNX's full check, a bug in a translation: please "
+                f"report it with the graph (export_onnx(..., optimize=False) shows whether "
+                f"the optimiser is at fault). {type(err).__name__}: {err}"
+            ) from err
         raise ValueError(
             f"The dims given ({dims}) contradict the graph: ONNX shape inference found "
             f"sizes that cannot agree. Check each named or fixed dim. ({err})"

@@ -476,3 +476,18 @@ def test_model_over_two_gigabytes_uses_external_data(tmp_path):
         export_onnx(([x], [out]))
     fn = pytensor.function([x], out, mode="ONNX")
     assert_same(fn(np.full(3, 2, "float32")), np.full(3, 2, "float32"))
+
+
+def test_a_model_failing_onnxs_checker_is_reported_as_our_bug(monkeypatch):
+    from pt_onnxscript import TranslationError
+
+    def failing_check(*args, **kwargs):
+        raise onnx.checker.ValidationError("Field 'type' of 'value_info' is required")
+
+    monkeypatch.setattr(onnx.checker, "check_model", failing_check)
+    x = pt.vector("x")
+    with pytest.raises(TranslationError, match="fails ONNX's full check.*report it") as info:
+        export_onnx(([x], [x + 1]))
+    assert isinstance(info.value.__cause__, onnx.checker.ValidationError)
+    with pytest.raises(ValueError, match="dims given"):  # with dims, those are at fault
+        export_onnx(([x], [x + 1]), dims={"x": ("n",)})
