@@ -57,14 +57,11 @@ def at_least(g, version: int) -> bool:
 
 def check_opset(opset) -> int:
     """`opset`, if pt_onnxscript supports it; a ValueError naming the supported range if not."""
-    if (
-        isinstance(opset, int)
-        and not isinstance(opset, bool)
-        and MIN_OPSET <= opset <= DEFAULT_OPSET
-    ):
+    is_int = isinstance(opset, int) and not isinstance(opset, bool)
+    if is_int and MIN_OPSET <= opset <= DEFAULT_OPSET:
         return opset  # without asking ONNX Runtime (importing it takes a while)
     newest = newest_opset()
-    if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
+    if not is_int or not MIN_OPSET <= opset <= newest:
         raise ValueError(
             f"opset {opset!r} is not supported: pt_onnxscript writes opsets {MIN_OPSET} to "
             f"{newest} (the newest that onnx, onnxscript and the installed ONNX Runtime "
