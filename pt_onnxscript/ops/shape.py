@@ -66,6 +66,13 @@ def specify_shape(g, node, x, *shape):
         )
     if not failed:
         return g.Identity(x)
-    return raise_if(
-        g, failed, x, AssertionError, f"SpecifyShape: dim sizes differ from {node.inputs[1:]}"
-    )
+    expected = tuple(_written(var) for var in node.inputs[1:])
+    message = f"SpecifyShape: got a shape other than the one specified, {expected}"
+    return raise_if(g, failed, x, AssertionError, message.replace("'", ""))
+
+
+def _written(var):
+    """A specified size as the message shows it: its value, None or the variable's name."""
+    if isinstance(var, Constant):
+        return None if var.data is None else int(var.data)
+    return var.name or "?"
