@@ -29,10 +29,13 @@ Symbolic dims stay symbolic (nothing is folded from an unknown size).
 import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes import common as common_passes
-from onnxscript.optimizer import fold_constants_ir
+from onnxscript.optimizer import _constant_folding
 from onnxscript.rewriter import MatchResult, RewritePass, RewriteRuleClassBase, RewriteRuleSet
 from onnxscript.rewriter.rules import common as rules
 from onnxscript.rewriter.rules.common._basic_rules import ExpandIdentity
+
+from pt_onnxscript.inference import InferenceCache
+from pt_onnxscript.inference import key as inference_key
 
 
 class ExpandToOwnShape(ExpandIdentity):
@@ -214,14 +217,37 @@ class _Rooted:
         return self._rule.try_rewrite(model, graph_or_function, node, **kwargs)
 
 
+class _FoldConstants(_constant_folding.FoldConstantsPass):
+    """onnxscript's constant folding with shape inference (`fold_constants_ir`'s defaults),
+    its per-node inference cached (`pt_onnxscript.inference`; onnxscript is pinned below
+    0.8, whose folder this extends)."""
+
+    def __init__(self, inferred: InferenceCache):
+        super().__init__(
+            shape_inference=True,
+            input_size_limit=_constant_folding.DEFAULT_CONSTANT_FOLD_INPUT_SIZE_LIMIT,
+            output_size_limit=_constant_folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT,
+        )
+        self._inferred = inferred
+
+    def _do_inference(self, node: ir.Node) -> None:
+        key = inference_key(node, self._opset_imports.get(node.domain))
+        if key is not None and self._inferred.replay(node, key):
+            return
+        super()._do_inference(node)
+        if key is not None:
+            self._inferred.record(node, key)
+
+
 def optimize(model: ir.Model) -> None:
     """Optimise `model` in place, keeping every value exactly."""
+    inferred = InferenceCache()
     for _ in range(4):
         # onnx's reference evaluator folds constants with NumPy, which warns where IEEE
         # arithmetic gives inf or NaN (1 / 0, log 0): those are the values ONNX Runtime
         # computes, so the warnings say nothing wrong.
         with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-            folded = fold_constants_ir(model, onnx_shape_inference=True).modified
+            folded = _FoldConstants(inferred)(model).modified
         common_passes.LiftSubgraphInitializersToMainGraphPass()(model)  # folded constants
         hoisted = hoist_loop_invariants(model.graph)
         unrolled = unroll_loops(model.graph) | unroll_by_factor(model.graph)

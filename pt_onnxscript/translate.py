@@ -1,12 +1,15 @@
 """The graph walker: PyTensor FunctionGraph -> ONNX model through onnxscript's GraphBuilder."""
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 from onnxscript import GraphBuilder
+from onnxscript._internal import param_manipulation
 from pytensor.compile.builders import OpFromGraph
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
@@ -17,6 +20,8 @@ from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.errors import TranslationError, UnsupportedOpError, __version__
+from pt_onnxscript.inference import InferenceCache
+from pt_onnxscript.inference import key as inference_key
 from pt_onnxscript.naming import canonical_loops, names_by_position
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, min_ir_version
 from pt_onnxscript.optimize import optimize as optimize_model
@@ -50,11 +55,82 @@ Value = ir.Value | StaticValue | None
 
 
 class _Builder(GraphBuilder):
-    """GraphBuilder of a model's main graph, caching its constants."""
+    """GraphBuilder of a model's graphs (the main graph and, with the main graph's builder as
+    parent, its Loop bodies and If branches), caching the main graph's constants, the
+    signatures of the operator schemas it calls and its nodes' type and shape inference.
 
-    def __init__(self, graph: ir.Graph):
-        super().__init__(graph)
-        self.pytensor_constants: dict[tuple, ir.Value] = {}
+    GraphBuilder rebuilds a schema's OpSignature at every call (~90 us) and runs ONNX's
+    inference on each new node (~150 us); both are the same for the many nodes of a graph
+    that repeat an operator on the same types and shapes.
+    """
+
+    def __init__(self, graph: ir.Graph, parent: "_Builder | None" = None):
+        super().__init__(graph, parent=parent)
+        if parent is None:
+            self.pytensor_constants: dict[tuple, ir.Value] = {}
+            self.inferred = InferenceCache()
+
+    def _partition_inputs_attributes(self, schema, args, kwargs):
+        if schema is None:
+            return args, kwargs
+        return param_manipulation.separate_input_attributes_from_arguments(
+            _signature(schema.name, schema.domain, schema.since_version),
+            list(args),
+            kwargs,
+            fill_defaults=False,
+            allow_extra_args=False,
+        )
+
+    def _infer_shapes(self, node: ir.Node) -> None:
+        key = inference_key(node, node.version)
+        if key is not None and self.root.inferred.replay(node, key):
+            return
+        super()._infer_shapes(node)
+        # The builder records a failed inference on the node, and then it is run again.
+        if key is not None and _INFERENCE_ERROR not in node.metadata_props:
+            self.root.inferred.record(node, key)
+
+    def subgraph(self, trace_function, inputs, outputs, *, name="subgraph") -> ir.Graph:
+        """GraphBuilder.subgraph (all inputs given), its body built by a _Builder."""
+        graph = ir.Graph(
+            inputs=list(inputs),
+            outputs=[],
+            nodes=[],
+            opset_imports=dict(self.graph.opset_imports),
+            name=name,
+        )
+        builder = _Builder(graph, parent=self)
+        for module, class_name in self._scope_stack:
+            builder.push_module(module, class_name)
+        results = trace_function(builder.op, *inputs)
+        results = list(results) if isinstance(results, Sequence) else [results]
+        if len(results) != len(outputs):
+            raise ValueError(
+                f"{name} returned {len(results)} values for {len(outputs)} declared outputs"
+            )
+        for result, declared in zip(results, outputs, strict=True):
+            if declared.name:
+                result.name = declared.name
+            if declared.type is not None:
+                if result.type is not None and result.type != declared.type:
+                    raise ValueError(
+                        f"{name}'s output {declared.name!r} has type {result.type}, "
+                        f"declared {declared.type}"
+                    )
+                result.type = declared.type
+            if declared.shape is not None:
+                result.merge_shapes(declared.shape)
+        graph.outputs.extend(results)
+        return graph
+
+
+# Where onnxscript's builder records that inference failed on a node.
+_INFERENCE_ERROR = "pkg.onnxscript.shape_inference_error"
+
+
+@functools.cache
+def _signature(op_type: str, domain: str, version: int) -> ir.schemas.OpSignature:
+    return ir.schemas.OpSignature.from_op_schema(onnx.defs.get_schema(op_type, version, domain))
 
 
 def _label(node: Apply) -> str:
@@ -76,7 +152,7 @@ def _missing(node: Apply, scalar: bool = False) -> list[tuple[str, Apply]]:
         found = scalar_translation_for(op) is not None
         name = f"Elemwise({type(op).__name__})"
     elif isinstance(op, Elemwise):
-        return _missing(op.scalar_op.make_node(*_scalar_inputs(node)), scalar=True)
+        return _missing(scalar_node(node), scalar=True)
     elif isinstance(op, Blockwise):
         core = op.core_op
         found = blockwise_translation_for(core) is not None or translation_for(core) is not None
@@ -143,13 +219,18 @@ def check_supported(nodes: Sequence[Apply], scalar: bool = False) -> None:
     )
 
 
-def _scalar_inputs(node: Apply) -> list[Variable]:
-    return [ScalarType(inp.type.dtype)() for inp in node.inputs]
-
-
 def scalar_node(node: Apply) -> Apply:
     """The scalar Apply computing one element of Elemwise `node`."""
-    return node.op.scalar_op.make_node(*_scalar_inputs(node))
+    types = tuple(var.type.dtype for var in node.inputs), tuple(o.type.dtype for o in node.outputs)
+    return _scalar_node(node.op.scalar_op, *types)
+
+
+@functools.lru_cache(maxsize=4096)
+def _scalar_node(scalar_op: ScalarOp, dtypes: tuple[str, ...], _out_dtypes) -> Apply:
+    # One per scalar op and input and output dtypes (the output's can depend on floatX when
+    # the node was made): making PyTensor variables records a stack trace each (~35 us),
+    # and a graph repeats its few elementwise ops many times. Translations only read it.
+    return scalar_op.make_node(*(ScalarType(dtype)() for dtype in dtypes))
 
 
 def constant_value(g, var: Constant) -> ir.Value | None:

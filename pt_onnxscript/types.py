@@ -123,4 +123,4 @@ def value_shape(var: Variable, dims: Sequence[Dim] | None, name: str) -> list[Di
 def as_ir_tensor(value, dtype: str, name: str | None = None) -> ir.Tensor:
     """An ONNX tensor holding `value` in PyTensor dtype `dtype`."""
     array = np.array(value, dtype=dtype, order="C")
-    return ir.tensor(array, dtype=onnx_dtype(dtype), name=name)
+    return ir.Tensor(array, dtype=onnx_dtype(dtype), name=name)
