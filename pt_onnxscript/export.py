@@ -25,7 +25,7 @@ from pt_onnxscript.linker import (
 )
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset
 from pt_onnxscript.rng import generator_from_state, is_random_state, state_from_generator
-from pt_onnxscript.translate import baked_copy, fgraph_to_model
+from pt_onnxscript.translate import baked_copy, fgraph_to_model, no_cyclic_gc
 from pt_onnxscript.types import Dim
 
 SHARED_CHOICES = ("bake", "input")
@@ -214,20 +214,21 @@ def export_onnx(
     the same draws.
     """
     check_opset(opset)
-    model = function_to_model(
-        as_function(source, "export_onnx"),
-        opset=opset,
-        dims=dims,
-        shared=shared,
-        output_names=output_names,
-        optimize=optimize,
-        random_state=random_state,
-    )
-    if path is None:
-        if external_data:
-            raise ValueError("external_data=True needs a path to write the data file beside")
-        return to_proto(model, dims=dims)
-    return save_model(model, path, external_data=external_data, dims=dims)
+    if path is None and external_data:
+        raise ValueError("external_data=True needs a path to write the data file beside")
+    with no_cyclic_gc():  # the graph's copy, the translation, the checked model
+        model = function_to_model(
+            as_function(source, "export_onnx"),
+            opset=opset,
+            dims=dims,
+            shared=shared,
+            output_names=output_names,
+            optimize=optimize,
+            random_state=random_state,
+        )
+        if path is None:
+            return to_proto(model, dims=dims)
+        return save_model(model, path, external_data=external_data, dims=dims)
 
 
 def _symbolic_input(name: str, spec) -> tuple[Variable, tuple[Dim, ...]]:

@@ -1,9 +1,11 @@
 """The graph walker: PyTensor FunctionGraph -> ONNX model through onnxscript's GraphBuilder."""
 
 import functools
+import gc
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import onnx
@@ -67,7 +69,9 @@ class _Builder(GraphBuilder):
     def __init__(self, graph: ir.Graph, parent: "_Builder | None" = None):
         super().__init__(graph, parent=parent)
         if parent is None:
+            # The initializers of PyTensor's constants, by value and by constant.
             self.pytensor_constants: dict[tuple, ir.Value] = {}
+            self.constants_seen: dict[int, tuple[Constant, ir.Value]] = {}
             self.inferred = InferenceCache()
 
     def _partition_inputs_attributes(self, schema, args, kwargs):
@@ -237,9 +241,12 @@ def constant_value(g, var: Constant) -> ir.Value | None:
     """The ONNX initializer holding constant `var` (None for non-tensor constants)."""
     if not isinstance(var.type, TensorType | ScalarType):
         return None
+    root = g.builder.root
+    seen = root.constants_seen.get(id(var))
+    if seen is not None:
+        return seen[1]
     array = np.asarray(var.data, dtype=var.type.dtype)
     key = (array.dtype.str, array.shape, array.tobytes())
-    root = g.builder.root
     cache = root.pytensor_constants
     if key not in cache:
         # A named constant (a baked shared variable, say) keeps its name where it is free.
@@ -250,6 +257,7 @@ def constant_value(g, var: Constant) -> ir.Value | None:
         else:
             name = f"const{len(cache)}" + (f"_{var.name}" if var.name else "")
         cache[key] = root.initializer(as_ir_tensor(array, var.type.dtype, name), qualify=False)
+    root.constants_seen[id(var)] = (var, cache[key])  # `var` kept alive: its id stays its own
     return cache[key]
 
 
@@ -478,6 +486,38 @@ def fgraph_to_model(
     `dims` maps input names to the names or sizes of their unknown dims, `fixed_shapes`
     fgraph inputs to their sizes.
     """
+    with no_cyclic_gc():
+        return _fgraph_to_model(
+            fgraph,
+            opset=opset,
+            input_names=input_names,
+            output_names=output_names,
+            dims=dims,
+            baked=baked,
+            fixed_shapes=fixed_shapes,
+            name=name,
+            optimize=optimize,
+        )
+
+
+@contextmanager
+def no_cyclic_gc():
+    """Python's cyclic garbage collector paused: an export makes millions of objects that
+    live until it ends (PyTensor and onnx-ir nodes, values, shapes), and each full collection
+    walks all of them; an export of 10,000 nodes spent a quarter of its time collecting. What
+    it leaves for the collector is collected once it resumes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _fgraph_to_model(
+    fgraph, *, opset, input_names, output_names, dims, baked, fixed_shapes, name, optimize
+) -> ir.Model:
     check_opset(opset)
     for var in list(fgraph.inputs) + list(fgraph.outputs):
         check_tensor_variable(var)

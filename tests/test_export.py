@@ -1,3 +1,5 @@
+import gc
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -226,6 +228,37 @@ def test_every_unsupported_op_is_reported_at_once():
     assert "Custom (2 nodes)" in message
     assert "Elemwise(CustomScalar) (1 node)" in message
     assert "pt_onnxscript.register" in message
+
+
+def test_the_garbage_collector_waits_for_an_export_and_is_left_as_it_was():
+    # An export makes millions of objects that live until it ends; the collector's passes
+    # over them (a quarter of a large export's time) wait for its end, and then run once.
+    x = pt.matrix("x", shape=(None, 4))
+    h = x
+    for _ in range(60):
+        h = pt.tanh(h @ pt.constant(np.eye(4)) + 1)
+    passes = []
+
+    def count(phase, info):
+        if phase == "start":
+            passes.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        export_onnx(([x], [h]))
+    finally:
+        gc.callbacks.remove(count)
+    assert len(passes) <= 1
+    assert gc.isenabled()
+    with pytest.raises(UnsupportedOpError):
+        export_onnx(([x], [Custom()(x)]))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        export_onnx(([x], [h]))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_unsupported_composite_member_is_reported():
