@@ -5,6 +5,8 @@ skip, unless PT_ONNXSCRIPT_REQUIRE_BROWSER is set (CI sets it, so they always ru
 """
 
 import os
+import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +84,8 @@ def page(trained):
     _browser_or_skip()
     from playwright.sync_api import sync_playwright
 
-    httpd, url = server.serve(trained[3])
+    loads = []
+    httpd, url = server.serve(trained[3], on_loaded=lambda *report: loads.append(report))
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
         page = browser.new_page()
@@ -94,6 +97,7 @@ def page(trained):
         )
         assert page.evaluate("window.__error") is None, page.evaluate("window.__error")
         page.errors = errors
+        page.loads = loads
         yield page
         browser.close()
     httpd.shutdown()
@@ -108,6 +112,24 @@ def test_every_held_out_digit_in_the_browser(trained, page):
     np.testing.assert_allclose(in_browser, in_python, rtol=1e-5, atol=1e-6)
     assert (in_browser.argmax(1) == in_python.argmax(1)).all()
     assert not page.errors
+
+
+def test_the_page_shows_and_reports_the_models_size_and_load_time(trained, page):
+    size = (trained[3] / "model" / "digits.onnx").stat().st_size
+    status = page.locator("#status").text_content()
+    assert re.fullmatch(
+        rf"model loaded: {size / 1000:.1f} kB in \d+ ms \(onnxruntime-web [\d.]+\)", status
+    ), status
+    deadline = time.monotonic() + 10
+    while not page.loads and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ((reported_size, milliseconds),) = page.loads
+    assert reported_size == size and 0 < milliseconds < 60_000
+
+
+def test_the_demo_prints_the_models_size_and_operators(trained):
+    described = digits.describe(trained[3] / "model" / "digits.onnx")
+    assert re.fullmatch(r"\d+\.\d kB, \d+ nodes \(.*Conv.*MaxPool.*\)", described), described
 
 
 def test_a_drawn_stroke_gets_a_prediction(page):

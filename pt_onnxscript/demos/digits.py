@@ -141,6 +141,17 @@ def onnx_probabilities(path, x: np.ndarray) -> np.ndarray:
     return session.run(None, {"x": x})[0]
 
 
+def describe(path: Path) -> str:
+    """The model file's size and operators, as the demo prints them."""
+    import collections
+
+    import onnx
+
+    ops = collections.Counter(node.op_type for node in onnx.load(str(path)).graph.node)
+    listed = ", ".join(f"{op} {n}" if n > 1 else op for op, n in sorted(ops.items()))
+    return f"{path.stat().st_size / 1000:.1f} kB, {sum(ops.values())} nodes ({listed})"
+
+
 def build_site(params, split: Split, directory: Path) -> Path:
     """The page's data: the model and the held-out samples (model/digits.onnx, samples.json)."""
     (directory / "model").mkdir(parents=True, exist_ok=True)
@@ -202,11 +213,17 @@ def main(argv=None):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     assert (got.argmax(1) == expected.argmax(1)).all()
     print(f"ONNX Runtime agrees with PyTensor on all {len(got)} held-out digits ({model})")
+    print(f"the page's model: {describe(model)}")
     if args.no_serve:
         return
     from pt_onnxscript.demos.web.server import serve
 
-    server, url = serve(site, port=args.port)
+    def loaded(size: int, milliseconds: float) -> None:
+        print(
+            f"a page loaded the model ({size / 1000:.1f} kB) in {milliseconds:.0f} ms", flush=True
+        )
+
+    server, url = serve(site, port=args.port, on_loaded=loaded)
     print(f"open {url}/ to draw digits (Ctrl-C to stop)")
     try:
         threading.Event().wait()

@@ -2,6 +2,7 @@
 
 import functools
 import http.server
+import json
 import sys
 import threading
 from pathlib import Path
@@ -35,6 +36,22 @@ class Handler(http.server.SimpleHTTPRequestHandler):
             return str(ORT_DIST / route[len("/ort/") :])
         return super().translate_path(path)
 
+    def do_POST(self):
+        """The page's report of loading the model, ``{"bytes": n, "milliseconds": t}``,
+        handed to the server's `on_loaded`."""
+        if self.path != "/loaded":
+            self.send_error(404)
+            return
+        try:
+            report = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            loaded = int(report["bytes"]), float(report["milliseconds"])
+        except (ValueError, TypeError, KeyError):
+            self.send_error(400, "expected {bytes, milliseconds}")
+            return
+        self.send_response(204)
+        self.end_headers()
+        self.server.on_loaded(*loaded)
+
     def end_headers(self):
         self.send_header("Cache-Control", "no-store")
         super().end_headers()
@@ -44,9 +61,15 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
 
 class Server(http.server.ThreadingHTTPServer):
-    """A threading server that takes a browser closing a connection early in its stride."""
+    """A threading server that takes a browser closing a connection early in its stride, and
+    hands each page's report of loading the model (its bytes, its milliseconds) to
+    `on_loaded`."""
 
     daemon_threads = True
+
+    def __init__(self, address, handler, on_loaded=None):
+        super().__init__(address, handler)
+        self.on_loaded = on_loaded or (lambda size, milliseconds: None)
 
     def handle_error(self, request, client_address):
         if isinstance(sys.exc_info()[1], ConnectionError):  # reset, broken pipe, aborted
@@ -63,10 +86,11 @@ def check_runtime() -> None:
         )
 
 
-def serve(site: Path, port: int = 0):
-    """Serve on 127.0.0.1 in a background thread; returns (server, url)."""
+def serve(site: Path, port: int = 0, on_loaded=None):
+    """Serve on 127.0.0.1 in a background thread; returns (server, url). `on_loaded(size,
+    milliseconds)` is called when a page has loaded the model."""
     check_runtime()
     handler = functools.partial(Handler, directory=str(site))
-    server = Server(("127.0.0.1", port), handler)
+    server = Server(("127.0.0.1", port), handler, on_loaded)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
