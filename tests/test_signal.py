@@ -23,6 +23,105 @@ def test_convolve_modes_and_batches(dtype, mode, rng):
     compare_onnx_and_py([x, k, v, kv], outs, values)
 
 
+@pytest.mark.parametrize("mode", ["valid", "full", "same"])
+def test_unbatched_convolutions_and_kernels_larger_than_their_input(mode, rng):
+    # Unbatched, the mode reaches the Op through ScalarFromTensor; a 'valid' convolution
+    # whose kernel is the larger slides the input under it (SciPy and NumPy swap them).
+    static = pt.matrix("static", shape=(2, 3))
+    x, v = pt.matrix("x"), pt.vector("v")
+    k = pt.matrix("k", shape=(3, 4))
+    kv = pt.vector("kv", shape=(4,))
+    outs = [convolve2d(static, k, mode=mode), convolve2d(x, k, mode=mode)]
+    outs.append(convolve1d(v, kv, mode=mode))
+    kernels = [rng.normal(size=(3, 4)), rng.normal(size=4)]
+    compare_onnx_and_py(
+        [static, x, k, v, kv],
+        outs,
+        [
+            rng.normal(size=(2, 3)),
+            rng.normal(size=(5, 6)),
+            kernels[0],
+            rng.normal(size=7),
+            kernels[1],
+        ],
+        more_inputs=[
+            [
+                rng.normal(size=(2, 3)),
+                rng.normal(size=(2, 3)),
+                kernels[0],
+                rng.normal(size=2),
+                kernels[1],
+            ],
+            [
+                rng.normal(size=(2, 3)),
+                rng.normal(size=(3, 4)),
+                kernels[0],
+                rng.normal(size=4),
+                kernels[1],
+            ],
+        ],
+    )
+
+
+def test_valid_sizes_that_fit_neither_way_are_refused_as_by_scipy():
+    import pytensor
+
+    message = "one must be at least as large as the other in every dimension"
+    k = pt.matrix("k", shape=(3, 3))
+    with pytest.raises(ValueError, match=message):
+        pytensor.function([k], convolve2d(pt.ones((2, 5)), k, mode="valid"), mode="ONNX")
+    x = pt.matrix("x")
+    fn = pytensor.function([x, k], convolve2d(x, k, mode="valid"), mode="ONNX")
+    with pytest.raises(ValueError, match=message):
+        fn(np.ones((2, 5)), np.ones((3, 3)))
+
+
+def test_a_batch_of_modes_shares_one(rng):
+    import pytensor
+    from pytensor.tensor.blockwise import Blockwise
+    from pytensor.tensor.signal.conv import Convolve2d
+
+    x, k = pt.tensor3("x"), pt.tensor3("k", shape=(2, 3, 3))
+    full = pt.vector("full", dtype="bool")
+    out = Blockwise(Convolve2d())(x, k, full)
+    values = [rng.normal(size=(2, 5, 5)), rng.normal(size=(2, 3, 3))]
+    compare_onnx_and_py(
+        [x, k, full],
+        out,
+        [*values, np.array([True, True])],
+        more_inputs=[[*values, np.array([False, False])]],
+    )
+    fn = pytensor.function([x, k, full], out, mode="ONNX")
+    with pytest.raises(ValueError, match="not all 'full' or all 'valid'"):
+        fn(*values, np.array([True, False]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gradients_of_the_cnn_idiom_train_it_in_mode_onnx(dtype, rng):
+    """PyTensor's gradients of the channel convolution choose their modes from the inputs'
+    sizes, which the pooling's reshape by x.shape hides from its rewrites."""
+    import pytensor
+
+    x = pt.tensor4("x", dtype=dtype, shape=(None, 2, 8, 8))
+    y = pt.lvector("y")
+    w = pt.tensor4("w", dtype=dtype, shape=(4, 2, 3, 3))
+    b = pt.vector("b", dtype=dtype, shape=(4,))
+    conv = convolve2d(x[:, None], w[None], mode="valid").sum(axis=2) + b[None, :, None, None]
+    hidden = pt.maximum(conv, 0)
+    pooled = hidden.reshape((x.shape[0], 4, 3, 2, 3, 2)).max(axis=(3, 5))
+    logits = pooled.reshape((x.shape[0], -1))
+    loss = -pt.special.log_softmax(logits, axis=-1)[pt.arange(y.shape[0]), y].mean()
+    grads = pytensor.grad(loss, [x, w, b])
+    values = [
+        rng.normal(size=(5, 2, 8, 8)).astype(dtype),
+        rng.integers(0, 36, 5),
+        rng.normal(size=(4, 2, 3, 3)).astype(dtype),
+        rng.normal(size=4).astype(dtype),
+    ]
+    tol = 1e-4 if dtype == "float32" else None
+    compare_onnx_and_py([x, y, w, b], [loss, *grads], values, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("mode", ["valid", "full"])
 def test_cnn_idiom_is_one_conv_per_layer(dtype, mode, rng):

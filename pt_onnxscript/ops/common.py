@@ -120,7 +120,7 @@ RUNTIME_BROADCAST = (
 )
 
 
-def _known_size(var, value, d: int) -> int | None:
+def known_size(var, value, d: int) -> int | None:
     """Dim `d` of `var`, if PyTensor's type or the ONNX value's inferred shape (a baked weight's,
     say) knows it."""
     if var.type.shape[d] is not None:
@@ -136,7 +136,7 @@ def check_runtime_broadcast(g, variables, values, ndim: int):
     first `ndim` dims, an input not declared broadcastable there has length 1 at run time
     while another has not (ONNX would broadcast it; Elemwise and Blockwise refuse)."""
     sizes = [
-        [_known_size(var, value, d) for d in range(ndim)]
+        [known_size(var, value, d) for d in range(ndim)]
         for var, value in zip(variables, values, strict=True)
     ]
     checked = []
