@@ -1,6 +1,8 @@
-"""Inference latency of the digits CNN, side by side in one run: PyTensor's default and Numba
+"""The digits CNN, side by side in one run: inference latency in PyTensor's default and Numba
 modes, mode "ONNX", and a raw ONNX Runtime session on the exported file (optimised, and
-exported with optimize=False); then the exported models' nodes.
+exported with optimize=False); an Adam training step (a batch of 64, gradients from
+pytensor.grad) in PyTensor's default and Numba modes and mode "ONNX"; then the exported
+models' nodes.
 
 One core (the process is pinned to CPU 0, BLAS and ONNX Runtime use one thread), rounds
 interleaved across the runners, the median of the rounds, wall time beside CPU time.
@@ -57,6 +59,21 @@ def main():
             f"{name:24}{w1 * 1e6:>12.1f}us{c1 * 1e6:>6.1f}us"
             f"{w64 * 1e6:>13.1f}us{c64 * 1e6:>6.1f}us   {ratios}"
         )
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Numba will use object mode")
+        steps = {
+            "PyTensor default mode": digits.training_step(params, mode=None),
+            "PyTensor NUMBA mode": digits.training_step(params, mode="NUMBA"),
+            'mode "ONNX"': digits.training_step(params, mode=onnx_mode(threads=1)),
+        }
+    batch = split.x_train[:64], split.y_train[:64]
+    trained = interleaved({name: lambda b, f=f: f(*b) for name, f in steps.items()}, batch)
+    base = trained["PyTensor default mode"][0]
+    print(f"\n{'Adam step, batch of 64':24}{'wall':>14}{'cpu':>8}   vs default mode (wall)")
+    for name, (wall, cpu) in trained.items():
+        print(f"{name:24}{wall * 1e6:>12.1f}us{cpu * 1e6:>6.1f}us   {base / wall:>6.1f}x")
     for label, model in (("exported", optimized), ("optimize=False", plain)):
         counts = collections.Counter(node.op_type for node in model.graph.node)
         print(f"{label} model: {sum(counts.values())} nodes {dict(sorted(counts.items()))}")
