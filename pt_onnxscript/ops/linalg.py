@@ -435,7 +435,7 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
         panel, order, pivot_rows = _lu_panel(g, panel, dtype, block, batch)
 
         def swapped(x):  # x's rows in the panel's order
-            return g.GatherElements(x, g.Expand(order, g.Shape(x)), axis=-2)
+            return take_rows(g, x, order, rank)
 
         right = swapped(g.Slice(trailing, width, end, _int(g, [-1])))
         left = swapped(left)
@@ -500,6 +500,14 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
     ipiv = g.Slice(ipiv, top, first, _int(g, [-1]))
     perm = g.Slice(perm, top, first, _int(g, [-1]))
     return packed, ipiv, perm
+
+
+def take_rows(g, x, rows, rank: int):
+    """The rows `rows` (..., H, 1) of the matrices `x` (..., N, W) of rank `rank`, batch dims
+    alike: one Gather (GatherND over batches), no index tensor of x's size."""
+    if rank == 2:
+        return g.Gather(x, g.Squeeze(rows, _int(g, [-1])), axis=0)
+    return g.GatherND(x, rows, batch_dims=rank - 2)
 
 
 def _lu_panel(g, panel, dtype: str, block: int, batch):
