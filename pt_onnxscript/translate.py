@@ -464,6 +464,22 @@ def _unique(name: str, taken: set[str]) -> str:
     return candidate
 
 
+@contextmanager
+def no_cyclic_gc():
+    """Python's cyclic garbage collector paused: an export makes millions of objects that
+    live until it ends (PyTensor and onnx-ir nodes, values, shapes), and each full collection
+    walks all of them; an export of 10,000 nodes spent a quarter of its time collecting. What
+    it leaves for the collector is collected once it resumes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@no_cyclic_gc()
 def fgraph_to_model(
     fgraph: FunctionGraph,
     *,
@@ -486,38 +502,6 @@ def fgraph_to_model(
     `dims` maps input names to the names or sizes of their unknown dims, `fixed_shapes`
     fgraph inputs to their sizes.
     """
-    with no_cyclic_gc():
-        return _fgraph_to_model(
-            fgraph,
-            opset=opset,
-            input_names=input_names,
-            output_names=output_names,
-            dims=dims,
-            baked=baked,
-            fixed_shapes=fixed_shapes,
-            name=name,
-            optimize=optimize,
-        )
-
-
-@contextmanager
-def no_cyclic_gc():
-    """Python's cyclic garbage collector paused: an export makes millions of objects that
-    live until it ends (PyTensor and onnx-ir nodes, values, shapes), and each full collection
-    walks all of them; an export of 10,000 nodes spent a quarter of its time collecting. What
-    it leaves for the collector is collected once it resumes."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _fgraph_to_model(
-    fgraph, *, opset, input_names, output_names, dims, baked, fixed_shapes, name, optimize
-) -> ir.Model:
     check_opset(opset)
     for var in list(fgraph.inputs) + list(fgraph.outputs):
         check_tensor_variable(var)

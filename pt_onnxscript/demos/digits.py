@@ -11,6 +11,7 @@ CDN).
 """
 
 import argparse
+import collections
 import json
 import tempfile
 import threading
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytensor
 import pytensor.tensor as pt
@@ -162,10 +164,6 @@ def onnx_probabilities(path, x: np.ndarray) -> np.ndarray:
 
 def describe(path: Path) -> str:
     """The model file's size and operators, as the demo prints them."""
-    import collections
-
-    import onnx
-
     ops = collections.Counter(node.op_type for node in onnx.load(str(path)).graph.node)
     listed = ", ".join(f"{op} {n}" if n > 1 else op for op, n in sorted(ops.items()))
     return f"{path.stat().st_size / 1000:.1f} kB, {sum(ops.values())} nodes ({listed})"

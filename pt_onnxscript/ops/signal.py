@@ -68,15 +68,17 @@ def convolve(g, node, x, k, full_mode):
     full = _static_mode(node.inputs[2])
     if full is not None:
         return _convolve(g, x, k, kernel, True) if full else _valid(g, node, x, k, kernel)
-    mode = g.Cast(full_mode, to=onnx_dtype("int64"))
     if node.inputs[2].type.ndim:  # Blockwise's batch of modes
+        modes = g.Cast(full_mode, to=INT64)
         axes = constant(g, list(range(node.inputs[2].type.ndim)), "int64")
-        some, every = g.ReduceMax(mode, axes, keepdims=0), g.ReduceMin(mode, axes, keepdims=0)
+        some, every = g.ReduceMax(modes, axes, keepdims=0), g.ReduceMin(modes, axes, keepdims=0)
         message = "the convolutions of a batch are not all 'full' or all 'valid'"
-        mode = raise_if(g, g.Not(g.Equal(some, every)), some, ValueError, message)
+        full_mode = g.Cast(
+            raise_if(g, g.Not(g.Equal(some, every)), some, ValueError, message), to=BOOL
+        )
     out = [onnx_dtype(dtype)]
     return g.If(
-        g.Cast(mode, to=onnx_dtype("bool")),
+        full_mode,
         then_branch=branch(g, "full", lambda g: _convolve(g, x, k, kernel, True), out),
         else_branch=branch(g, "valid", lambda g: _valid(g, node, x, k, kernel), out),
     )
