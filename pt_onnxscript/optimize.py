@@ -229,6 +229,19 @@ class _FoldConstants(_constant_folding.FoldConstantsPass):
             output_size_limit=_constant_folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT,
         )
         self._inferred = inferred
+        self.added_nodes = False
+
+    def replace_node(self, node: ir.Node, replacement, root) -> None:
+        # The pass visits nodes in order, so the readers of a replaced node's outputs come
+        # after it; but it does not visit the nodes a replacement puts in. A Constant put in
+        # (a Shape of static dims, say) is given its value here, which is all a visit would
+        # do; any other node (a Concat replaced by an Identity) leaves work for another pass.
+        for new in replacement.new_nodes:
+            if new.op_type == "Constant" and new.domain in ("", "ai.onnx"):
+                _constant_folding._process_constant_node(new)
+            else:
+                self.added_nodes = True
+        super().replace_node(node, replacement, root)
 
     def _do_inference(self, node: ir.Node) -> None:
         key = inference_key(node, self._opset_imports.get(node.domain))
@@ -246,15 +259,24 @@ def optimize(model: ir.Model) -> None:
         # onnx's reference evaluator folds constants with NumPy, which warns where IEEE
         # arithmetic gives inf or NaN (1 / 0, log 0): those are the values ONNX Runtime
         # computes, so the warnings say nothing wrong.
+        fold = _FoldConstants(inferred)
         with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-            folded = _FoldConstants(inferred)(model).modified
+            fold(model)
+        # What the fold left unread goes before the rewrites: a dead reader still counts as
+        # a use, and a pattern whose inner values must have one reader would not match.
+        common_passes.RemoveUnusedNodesPass()(model)
         common_passes.LiftSubgraphInitializersToMainGraphPass()(model)  # folded constants
         hoisted = hoist_loop_invariants(model.graph)
         unrolled = unroll_loops(model.graph) | unroll_by_factor(model.graph)
         rules = _rules_for(model)
         rewritten = rules is not None and RewritePass(rules)(model).modified
-        common_passes.RemoveUnusedNodesPass()(model)
-        if not (folded or unrolled or hoisted or rewritten):
+        if rewritten:
+            common_passes.RemoveUnusedNodesPass()(model)
+        # Another round only for what this one left to fold or rewrite: what the later
+        # passes changed, or nodes the fold put in and did not visit (a fold right after a
+        # fold that only replaced nodes by constants finds nothing, at the cost of the
+        # first).
+        if not (fold.added_nodes or unrolled or hoisted or rewritten):
             break
     ir.passes.Sequential(
         common_passes.RemoveUnusedOpsetsPass(),

@@ -225,3 +225,41 @@ def test_a_leading_unsqueeze_into_a_broadcasting_op_is_dropped_only_when_exact()
             np.array(3.0),
         ],
     )
+
+
+def test_a_fold_that_leaves_nothing_to_do_is_not_repeated(monkeypatch, rng):
+    """Shapes of static dims fold to Constants that their readers use in the same pass (the
+    pass does not visit the nodes it puts in): a dense layer's graph is folded once, not a
+    second time to find that nothing changed."""
+    from pt_onnxscript import optimize
+
+    folds = []
+    fold = optimize._FoldConstants.call
+    monkeypatch.setattr(
+        optimize._FoldConstants, "call", lambda self, model: folds.append(1) or fold(self, model)
+    )
+    w = pytensor.shared(rng.normal(size=(3, 4)), name="w")
+    b = pytensor.shared(rng.normal(size=4), name="b")
+    x = pt.matrix("x", shape=(None, 3), dtype="float64")
+    model = export_onnx(([x], [pt.maximum(x @ w + b, 0)]))
+    assert len(folds) == 1
+    assert sorted(node.op_type for node in model.graph.node) == ["Add", "MatMul", "Relu"]
+
+
+def test_nodes_the_fold_leaves_unread_do_not_block_a_rewrite():
+    """The fold's replacements leave their old readers dead until removed; the rewrites run
+    after that removal, or a pattern that needs its inner value read once (a Reshape of a
+    Reshape in det's graph) would not match."""
+    a = pt.matrix("a")
+    model = export_onnx(([a], [pt.linalg.det(a)]))
+    nodes = list(_all_nodes(model.graph))
+    producers = {out: node for node in nodes for out in node.output}
+    constants = {init.name for init in model.graph.initializer}
+    reshaped_twice = [
+        node.name
+        for node in nodes
+        if node.op_type == "Reshape"
+        and node.input[1] in constants  # onnxscript's rule merges these
+        and getattr(producers.get(node.input[0]), "op_type", None) == "Reshape"
+    ]
+    assert not reshaped_twice
