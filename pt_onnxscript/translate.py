@@ -73,6 +73,10 @@ class _Builder(GraphBuilder):
             self.pytensor_constants: dict[tuple, ir.Value] = {}
             self.constants_seen: dict[int, tuple[Constant, ir.Value]] = {}
             self.inferred = InferenceCache()
+            # The names of symbolic dims that name one dim of one graph input: two values
+            # whose shapes carry such a name have the same size there (a name the user gave
+            # to dims of several inputs only says they should).
+            self.input_dim_names: frozenset[str] = frozenset()
 
     def _partition_inputs_attributes(self, schema, args, kwargs):
         if schema is None:
@@ -537,6 +541,13 @@ def fgraph_to_model(
         else:
             shape = value_shape(var, fixed_shapes.get(var, dims.get(var_name)), var_name)
             values[var] = builder.input(var_name, onnx_dtype(io_type(var)[0]), shape)
+    named = Counter(
+        dim.value
+        for value in graph.inputs
+        for dim in value.shape
+        if isinstance(dim, ir.SymbolicDim) and dim.value is not None
+    )
+    builder.input_dim_names = frozenset(name for name, count in named.items() if count == 1)
 
     translate_graph(g, nodes, values, outputs=fgraph.outputs)
 

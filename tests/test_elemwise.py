@@ -179,3 +179,37 @@ def test_runtime_broadcasting_of_a_baked_weight_is_refused_and_a_matching_one_ad
         pytensor.function([x], x + one, mode=pytensor.compile.mode.Mode(linker="py"))(
             np.ones((2, 3))
         )
+
+
+def test_values_sized_by_the_same_input_dim_add_no_check(rng):
+    """Two branches of a network both have x's rows; a matrix and its rows share x's columns:
+    their sizes are equal at run time, so adding them needs no runtime-broadcasting check
+    (one Add, not 20 nodes of Shape, Gather, Equal and Expand)."""
+    import pytensor
+
+    from pt_onnxscript import export_onnx
+
+    x = pt.matrix("x", shape=(None, 3))
+    w, v = (pytensor.shared(rng.normal(size=(3, 3)), name=name) for name in "wv")
+    outs = [pt.maximum(x @ w, 0) + pt.tanh(x @ v), x[0] + x[1], pt.exp(x) - x]
+    model = export_onnx(([x], outs))
+    ops = sorted(node.op_type for node in model.graph.node)
+    assert ops == [
+        *("Add", "Add", "Exp", "Gather", "Gather", "MatMul", "MatMul", "Relu", "Sub", "Tanh")
+    ]
+    compare_onnx_and_py([x], outs, [rng.normal(size=(4, 3))], more_inputs=[[np.ones((1, 3))]])
+
+
+def test_a_dim_name_given_to_several_inputs_keeps_the_check():
+    """The user's `dims` naming both vectors' length "n" says they should be equal, not that
+    they are: a length-1 vector added to a longer one still raises, as in PyTensor."""
+    import onnxruntime as ort
+
+    from pt_onnxscript import export_onnx
+
+    a, b = pt.vector("a"), pt.vector("b")
+    model = export_onnx(([a, b], [a + b]), dims={"a": ("n",), "b": ("n",)})
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="Runtime broadcasting not allowed"):
+        session.run(None, {"a": np.ones(1), "b": np.ones(5)})
+    np.testing.assert_array_equal(session.run(None, {"a": np.ones(5), "b": np.ones(5)})[0], 2.0)

@@ -131,10 +131,22 @@ def known_size(var, value, d: int) -> int | None:
     return None
 
 
+def input_dim_name(g, var, value, d: int) -> str | None:
+    """The symbolic dim that dim `d` of the ONNX value's inferred shape carries, if it names one
+    dim of one graph input (`_Builder.input_dim_names`): values carrying the same such name
+    have the same size there (the rows of ``x @ w`` and of ``x @ v``)."""
+    shape = value.shape
+    if shape is None or len(shape) != var.type.ndim or not isinstance(shape[d], ir.SymbolicDim):
+        return None
+    name = shape[d].value
+    return name if name in g.builder.root.input_dim_names else None
+
+
 def check_runtime_broadcast(g, variables, values, ndim: int):
     """`values`, guarded to raise PyTensor's runtime-broadcasting error where, in one of the
     first `ndim` dims, an input not declared broadcastable there has length 1 at run time
-    while another has not (ONNX would broadcast it; Elemwise and Blockwise refuse)."""
+    while another has not (ONNX would broadcast it; Elemwise and Blockwise refuse). Dims
+    known equal (the same static size, or the same graph input's dim) need no check."""
     sizes = [
         [known_size(var, value, d) for d in range(ndim)]
         for var, value in zip(variables, values, strict=True)
@@ -149,7 +161,13 @@ def check_runtime_broadcast(g, variables, values, ndim: int):
         if len(candidates) > 1 and (
             None in candidates or (1 in candidates and len(set(candidates)) > 1)
         ):
-            checked.append(d)
+            names = {
+                input_dim_name(g, var, value, d)
+                for var, value in zip(variables, values, strict=True)
+                if not var.type.broadcastable[d]
+            }
+            if len(names) != 1 or None in names:
+                checked.append(d)
     if not checked:
         return list(values)
     positions = constant(g, checked, "int64")
