@@ -197,7 +197,7 @@ def test_values_sized_by_the_same_input_dim_add_no_check(rng):
     assert ops == [
         *("Add", "Add", "Exp", "Gather", "Gather", "MatMul", "MatMul", "Relu", "Sub", "Tanh")
     ]
-    compare_onnx_and_py([x], outs, [rng.normal(size=(4, 3))], more_inputs=[[np.ones((1, 3))]])
+    compare_onnx_and_py([x], outs, [rng.normal(size=(4, 3))], more_inputs=[[np.ones((2, 3))]])
 
 
 def test_a_dim_name_given_to_several_inputs_keeps_the_check():
