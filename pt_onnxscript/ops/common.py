@@ -147,25 +147,18 @@ def check_runtime_broadcast(g, variables, values, ndim: int):
     first `ndim` dims, an input not declared broadcastable there has length 1 at run time
     while another has not (ONNX would broadcast it; Elemwise and Blockwise refuse). Dims
     known equal (the same static size, or the same graph input's dim) need no check."""
-    sizes = [
-        [known_size(var, value, d) for d in range(ndim)]
-        for var, value in zip(variables, values, strict=True)
-    ]
     checked = []
     for d in range(ndim):
-        candidates = [
-            known[d]
-            for var, known in zip(variables, sizes, strict=True)
+        undeclared = [
+            (var, value)
+            for var, value in zip(variables, values, strict=True)
             if not var.type.broadcastable[d]
         ]
+        candidates = [known_size(var, value, d) for var, value in undeclared]
         if len(candidates) > 1 and (
             None in candidates or (1 in candidates and len(set(candidates)) > 1)
         ):
-            names = {
-                input_dim_name(g, var, value, d)
-                for var, value in zip(variables, values, strict=True)
-                if not var.type.broadcastable[d]
-            }
+            names = {input_dim_name(g, var, value, d) for var, value in undeclared}
             if len(names) != 1 or None in names:
                 checked.append(d)
     if not checked:
