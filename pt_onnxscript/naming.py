@@ -1,9 +1,11 @@
-"""Deterministic files: a canonical order for Loop-carried values, then names by position.
+"""Deterministic files: a canonical order for the results of Loops and Ifs, then names by
+position.
 
-onnxscript 0.7 orders the values a scripted loop carries as a Python set does, which depends
-on the hash seed; the order of everything else the walker emits is fixed by the PyTensor
-graph. Sorting each Loop's carried values by name and numbering names in graph order makes
-the same PyTensor graph give the same bytes in any process.
+onnxscript 0.7 orders the values a scripted loop carries, and the values a scripted ``if``
+assigns, as a Python set does, which depends on the hash seed; the order of everything else
+the walker emits is fixed by the PyTensor graph. Sorting each Loop's carried values and each
+If's results by name and numbering names in graph order makes the same PyTensor graph give
+the same bytes in any process.
 """
 
 import re
@@ -17,42 +19,58 @@ def _base(name: str | None) -> str:
     return _NUMBERS.sub("", name or "")
 
 
-def canonical_loops(graph: ir.Graph) -> None:
-    """Order the carried values of every Loop (nested ones included) by their body names."""
+def canonical_results(graph: ir.Graph) -> None:
+    """Order the carried values of every Loop and the results of every If (nested ones
+    included) by their names in the body (the then branch)."""
     for node in list(ir.traversal.RecursiveGraphIterator(graph)):
-        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx"):
             continue
-        body = node.attributes["body"].as_graph()
-        count = len(node.inputs) - 2
-        perm = sorted(range(count), key=lambda i: _base(body.inputs[2 + i].name))
-        if perm == list(range(count)):
-            continue
-        inputs = list(node.inputs)
-        for j, i in enumerate(perm):
-            node.replace_input_with(2 + j, inputs[2 + i])
-        body_inputs, body_outputs = list(body.inputs), list(body.outputs)
-        body.inputs[2:] = [body_inputs[2 + i] for i in perm]
-        body.outputs[1 : 1 + count] = [body_outputs[1 + i] for i in perm]
-        # Node output j now carries what output perm[j] did: move its uses, graph-output
-        # places, name, type and shape there (all read before any is changed).
-        outputs = list(node.outputs)
-        owner_outputs = node.graph.outputs
-        uses = {i: list(outputs[i].uses()) for i in range(count)}
-        places = {
-            i: [p for p, v in enumerate(owner_outputs) if v is outputs[i]] for i in range(count)
-        }
-        meta = {i: (outputs[i].name, outputs[i].type, outputs[i].shape) for i in range(count)}
-        for i in range(count):
-            outputs[i].name = f"__canonical_{i}"
-        for j, i in enumerate(perm):
-            target = outputs[j]
-            for user, index in uses[i]:
-                user.replace_input_with(index, target)
-            for place in places[i]:
-                owner_outputs[place] = target
-            _, target.type, target.shape = meta[i]
-        for j, i in enumerate(perm):
-            outputs[j].name = meta[i][0]
+        if node.op_type == "Loop":
+            body = node.attributes["body"].as_graph()
+            count = len(node.inputs) - 2
+            perm = sorted(range(count), key=lambda i: _base(body.inputs[2 + i].name))
+            if perm == list(range(count)):
+                continue
+            inputs = list(node.inputs)
+            for j, i in enumerate(perm):
+                node.replace_input_with(2 + j, inputs[2 + i])
+            body_inputs, body_outputs = list(body.inputs), list(body.outputs)
+            body.inputs[2:] = [body_inputs[2 + i] for i in perm]
+            body.outputs[1 : 1 + count] = [body_outputs[1 + i] for i in perm]
+            _permute_outputs(node, perm)
+        elif node.op_type == "If":
+            branches = [node.attributes[b].as_graph() for b in ("then_branch", "else_branch")]
+            count = len(node.outputs)
+            perm = sorted(range(count), key=lambda i: _base(branches[0].outputs[i].name))
+            if perm == list(range(count)):
+                continue
+            for branch in branches:
+                outputs = list(branch.outputs)
+                branch.outputs[:] = [outputs[i] for i in perm]
+            _permute_outputs(node, perm)
+
+
+def _permute_outputs(node: ir.Node, perm: list[int]) -> None:
+    """Make output j of `node` carry what its output perm[j] did (for j < len(perm)): move
+    its uses, graph-output places, name, type and shape there (all read before any is
+    changed)."""
+    count = len(perm)
+    outputs = list(node.outputs)
+    owner_outputs = node.graph.outputs
+    uses = {i: list(outputs[i].uses()) for i in range(count)}
+    places = {i: [p for p, v in enumerate(owner_outputs) if v is outputs[i]] for i in range(count)}
+    meta = {i: (outputs[i].name, outputs[i].type, outputs[i].shape) for i in range(count)}
+    for i in range(count):
+        outputs[i].name = f"__canonical_{i}"
+    for j, i in enumerate(perm):
+        target = outputs[j]
+        for user, index in uses[i]:
+            user.replace_input_with(index, target)
+        for place in places[i]:
+            owner_outputs[place] = target
+        _, target.type, target.shape = meta[i]
+    for j, i in enumerate(perm):
+        outputs[j].name = meta[i][0]
 
 
 def names_by_position(graph: ir.Graph, initializers: set[str] | None = None) -> None:
