@@ -15,6 +15,7 @@ SCRIPT = """
 import hashlib
 import json
 import numpy as np
+import onnx_ir as ir
 import pytensor
 import pytensor.tensor as pt
 import pt_onnxscript
@@ -23,11 +24,11 @@ av, bv, xv = pt.dvector("a"), pt.dvector("b"), pt.dvector("x")
 outputs = [pt.gammainc(av, xv), pt.gammaincc(av, xv), pt.betainc(av, bv, xv / 40), pt.i0(xv),
            pt.psi(xv)]
 fn = pytensor.function([av, bv, xv], outputs, mode="ONNX")
-model = pt_onnxscript.export_onnx(([av, bv, xv], outputs))
 a = np.array([0.5, 3.0, 30.0, 150.0])
 b = np.array([2.0, 0.5, 9.0, 100.0])
 x = np.array([0.3, 4.0, 28.0, 33.0])
 print(json.dumps([out.tolist() for out in fn(a, b, x)]))
+model = ir.serde.serialize_model(fn.vm.jit_fn.model)  # what export_onnx writes for the graph
 print(hashlib.sha256(model.SerializeToString()).hexdigest())
 """
 
@@ -54,7 +55,7 @@ def test_values_and_bytes_do_not_depend_on_the_hash_seed():
     ]
     # Seeds 0 and 3 order psi's If results (y, w) differently in onnxscript 0.7.
     digests = set()
-    for seed in (0, 3):
+    for seed in (0, 1, 3):
         values, digest = run_with_seed(seed)
         np.testing.assert_allclose(values, expected, rtol=1e-13, atol=0)
         digests.add(digest)
