@@ -220,16 +220,32 @@ class _Rooted:
 class _FoldConstants(_constant_folding.FoldConstantsPass):
     """onnxscript's constant folding with shape inference (`fold_constants_ir`'s defaults),
     its per-node inference cached (`pt_onnxscript.inference`; onnxscript is pinned below
-    0.8, whose folder this extends)."""
+    0.8, whose folder this extends).
 
-    def __init__(self, inferred: InferenceCache):
+    A later round visits only what changed: a node an earlier round visited and left in
+    place is passed over while it reads the same values, of the same types, shapes and
+    constant values (`visited`, shared by the rounds), since its visit would decide the same
+    again. The rounds after the first change a few nodes of thousands (a rewrite, an unrolled
+    loop), and their new nodes and those reading what they replaced are visited."""
+
+    def __init__(self, inferred: InferenceCache, visited: dict[ir.Node, tuple]):
         super().__init__(
             shape_inference=True,
             input_size_limit=_constant_folding.DEFAULT_CONSTANT_FOLD_INPUT_SIZE_LIMIT,
             output_size_limit=_constant_folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT,
         )
         self._inferred = inferred
+        self._visited = visited
         self.added_nodes = False
+
+    def visit_node(self, node: ir.Node, root) -> None:
+        if _reads_the_same(node, self._visited.get(node)):
+            for attr in node.attributes.values():
+                self.visit_attribute(attr)  # a subgraph's nodes are looked at one by one
+            return
+        super().visit_node(node, root)
+        if node.graph is not None:  # left in place
+            self._visited[node] = _what_it_reads(node)
 
     def replace_node(self, node: ir.Node, replacement, root) -> None:
         # The pass visits nodes in order, so the readers of a replaced node's outputs come
@@ -252,14 +268,44 @@ class _FoldConstants(_constant_folding.FoldConstantsPass):
             self._inferred.record(node, key)
 
 
+def _what_it_reads(node: ir.Node) -> tuple:
+    return tuple(
+        None if value is None else (value, value.type, _dims(value), value.const_value)
+        for value in node.inputs
+    )
+
+
+def _dims(value: ir.Value) -> tuple | None:
+    return None if value.shape is None else value.shape.dims
+
+
+def _reads_the_same(node: ir.Node, before: tuple | None) -> bool:
+    """Whether `node` reads what it read when `before` was taken: the same values (and
+    constant tensors), of equal types and shapes."""
+    if before is None or len(before) != len(node.inputs):
+        return False
+    for value, seen in zip(node.inputs, before):
+        if value is None or seen is None:
+            if value is not seen:
+                return False
+        elif not (
+            value is seen[0]
+            and value.const_value is seen[3]
+            and value.type == seen[1]
+            and _dims(value) == seen[2]
+        ):
+            return False
+    return True
+
+
 def optimize(model: ir.Model) -> None:
     """Optimise `model` in place, keeping every value exactly."""
-    inferred = InferenceCache()
+    inferred, visited = InferenceCache(), {}
     for _ in range(4):
         # onnx's reference evaluator folds constants with NumPy, which warns where IEEE
         # arithmetic gives inf or NaN (1 / 0, log 0): those are the values ONNX Runtime
         # computes, so the warnings say nothing wrong.
-        fold = _FoldConstants(inferred)
+        fold = _FoldConstants(inferred, visited)
         with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
             fold(model)
         # What the fold left unread goes before the rewrites: a dead reader still counts as
