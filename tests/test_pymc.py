@@ -164,34 +164,35 @@ def points(model, n=3):
         yield {k: v + rng.normal(scale=0.5, size=np.shape(v)) for k, v in start.items()}
 
 
-@pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
-def test_logp_and_dlogp_in_mode_onnx(make):
-    model = make()
-    fns = {
-        mode: (model.compile_logp(mode=mode), model.compile_dlogp(mode=mode))
-        for mode in ("ONNX", REFERENCE)
-    }
-    rtols = {"logp": 1e-11, "dlogp": DLOGP_RTOL.get(make.__name__, 1e-11)}
+@pytest.fixture(scope="module", params=MODELS, ids=lambda f: f.__name__)
+def built(request):
+    """A model, its name, and its logp and dlogp in the reference mode: both tests of a model
+    compare with the same compiled references."""
+    model = request.param()
+    reference = model.compile_logp(mode=REFERENCE), model.compile_dlogp(mode=REFERENCE)
+    return request.param.__name__, model, reference
+
+
+def test_logp_and_dlogp_in_mode_onnx(built):
+    name, model, reference = built
+    ours = model.compile_logp(mode="ONNX"), model.compile_dlogp(mode="ONNX")
+    rtols = {"logp": 1e-11, "dlogp": DLOGP_RTOL.get(name, 1e-11)}
     for point in points(model):
-        for (onnx_fn, ref_fn), what in zip(zip(*fns.values()), rtols):
+        for onnx_fn, ref_fn, what in zip(ours, reference, rtols, strict=True):
             assert_same(onnx_fn(point), ref_fn(point), rtol=rtols[what], atol=1e-11, what=what)
 
 
-@pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
-def test_exported_logp_runs_without_pymc(make, tmp_path):
-    model = make()
+def test_exported_logp_runs_without_pymc(built, tmp_path):
+    name, model, (logp, dlogp) = built
     path = tmp_path / "logp.onnx"
     export_logp(model, path)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    import onnx
-
     slots = read_layout(onnx.load(str(path)))
     assert slots == layout(model)
-    logp, dlogp = model.compile_logp(mode=REFERENCE), model.compile_dlogp(mode=REFERENCE)
     for point in points(model, 2):
         got = session.run(["logp", "dlogp"], {"point": ravel_point(point, slots)})
         assert_same(got[0], logp(point), rtol=1e-11, atol=1e-11, what="logp")
-        rtol = DLOGP_RTOL.get(make.__name__, 1e-11)
+        rtol = DLOGP_RTOL.get(name, 1e-11)
         assert_same(got[1], dlogp(point), rtol=rtol, atol=1e-11, what="dlogp")
 
 
