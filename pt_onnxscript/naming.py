@@ -48,6 +48,52 @@ def canonical_results(graph: ir.Graph) -> None:
                 outputs = list(branch.outputs)
                 branch.outputs[:] = [outputs[i] for i in perm]
             _permute_outputs(node, perm)
+    for g in _graphs(graph):
+        _sort_identity_runs(g)
+
+
+def _graphs(graph: ir.Graph) -> list[ir.Graph]:
+    """`graph` and every graph nested in it."""
+    found = [graph]
+    for node in graph:
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                found += _graphs(attr.as_graph())
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for sub in attr.as_graphs():
+                    found += _graphs(sub)
+    return found
+
+
+def _sort_identity_runs(graph: ir.Graph) -> None:
+    """Order each run of consecutive Identity nodes, none reading another's output, by
+    their outputs' (then inputs') names, and their own names likewise: a scripted loop body
+    ends with an Identity per carried value, made in a hash-seed-dependent order (seen with
+    optimize=False, which keeps them)."""
+    nodes = list(graph)
+    start = 0
+    while start < len(nodes):
+        run, made = [], set()
+        while (
+            start + len(run) < len(nodes)
+            and (node := nodes[start + len(run)]).op_type == "Identity"
+            and node.domain in ("", "ai.onnx")
+            and node.inputs[0] not in made
+        ):
+            run.append(node)
+            made.add(node.outputs[0])
+        ordered = sorted(run, key=lambda n: (_base(n.outputs[0].name), _base(n.inputs[0].name)))
+        # The nodes' own names follow the order they were made in: they go in order too.
+        for node, name in zip(ordered, sorted(n.name or "" for n in run)):
+            node.name = name
+        if ordered != run:
+            graph.remove(run)
+            end = start + len(run)
+            if end < len(nodes):
+                graph.insert_before(nodes[end], ordered)
+            else:
+                graph.extend(ordered)
+        start += max(len(run), 1)
 
 
 def _permute_outputs(node: ir.Node, perm: list[int]) -> None:
@@ -71,6 +117,19 @@ def _permute_outputs(node: ir.Node, perm: list[int]) -> None:
         _, target.type, target.shape = meta[i]
     for j, i in enumerate(perm):
         outputs[j].name = meta[i][0]
+
+
+def drop_onnxscript_notes(graph: ir.Graph) -> None:
+    """Remove the notes onnxscript leaves on values and nodes: its optimizer's (the set of
+    names a constant was folded from, listed in a hash-seed-dependent order) and its
+    builder's (a shape inference that could not run inside a scripted function's branch,
+    naming values as they were before `canonical_results`). They mean nothing to a reader
+    of the file, and files stay byte-identical, and smaller."""
+    nodes = list(ir.traversal.RecursiveGraphIterator(graph))
+    values = [*graph.inputs, *graph.initializers.values()]
+    for item in [*nodes, *(value for node in nodes for value in node.outputs), *values]:
+        for key in [k for k in item.metadata_props if k.startswith("pkg.onnxscript.")]:
+            del item.metadata_props[key]
 
 
 def names_by_position(graph: ir.Graph, initializers: set[str] | None = None) -> None:

@@ -333,18 +333,6 @@ def optimize(model: ir.Model) -> None:
         common_passes.RemoveUnusedNodesPass(),  # what the merged copies read
         common_passes.OutputFixPass(),
     )(model)
-    _drop_optimizer_metadata(model.graph)
-
-
-def _drop_optimizer_metadata(graph: ir.Graph) -> None:
-    """Remove the notes the optimizer leaves on values and nodes (such as the set of names a
-    constant was folded from, listed in a hash-seed-dependent order): files stay
-    byte-identical, and smaller."""
-    nodes = list(ir.traversal.RecursiveGraphIterator(graph))
-    values = [*graph.inputs, *graph.initializers.values()]
-    for item in [*nodes, *(value for node in nodes for value in node.outputs), *values]:
-        for key in [k for k in item.metadata_props if k.startswith("pkg.onnxscript.")]:
-            del item.metadata_props[key]
 
 
 # The most nodes (Constants aside: they are lifted and shared) one Loop's copies may add up to.

@@ -24,7 +24,7 @@ from pytensor.tensor.type import TensorType
 from pt_onnxscript.errors import TranslationError, UnsupportedOpError, __version__
 from pt_onnxscript.inference import InferenceCache
 from pt_onnxscript.inference import key as inference_key
-from pt_onnxscript.naming import canonical_results, names_by_position
+from pt_onnxscript.naming import canonical_results, drop_onnxscript_notes, names_by_position
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, min_ir_version
 from pt_onnxscript.optimize import optimize as optimize_model
 from pt_onnxscript.registry import (
@@ -576,6 +576,7 @@ def fgraph_to_model(
     named = set(graph.initializers)  # baked inputs and PyTensor's constants
     if optimize:
         optimize_model(model)
+    drop_onnxscript_notes(graph)
     canonical_results(graph)
     names_by_position(graph, named)
     _provenance(model, nodes, fgraph)
