@@ -83,9 +83,12 @@ def _sort_identity_runs(graph: ir.Graph) -> None:
             run.append(node)
             made.add(node.outputs[0])
         ordered = sorted(run, key=lambda n: (_base(n.outputs[0].name), _base(n.inputs[0].name)))
-        # The nodes' own names follow the order they were made in: they go in order too.
-        for node, name in zip(ordered, sorted(n.name or "" for n in run)):
-            node.name = name
+        # The nodes' own names follow the order they were made in: they go in order too,
+        # within each PyTensor node's namespace (which says where a node comes from).
+        for prefix in {_namespace(n) for n in run}:
+            mine = [n for n in ordered if _namespace(n) == prefix]
+            for node, name in zip(mine, sorted(n.name or "" for n in mine)):
+                node.name = name
         if ordered != run:
             graph.remove(run)
             end = start + len(run)
@@ -94,6 +97,10 @@ def _sort_identity_runs(graph: ir.Graph) -> None:
             else:
                 graph.extend(ordered)
         start += max(len(run), 1)
+
+
+def _namespace(node: ir.Node) -> str:
+    return (node.name or "").rpartition("/")[0]
 
 
 def _permute_outputs(node: ir.Node, perm: list[int]) -> None:
