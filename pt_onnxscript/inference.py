@@ -76,7 +76,8 @@ _DATA_BLIND = frozenset(
 )
 
 
-def _dims(shape: ir.Shape | None) -> tuple | None:
+def shape_dims(shape: ir.Shape | None) -> tuple | None:
+    """`shape` as a hashable tuple: ints, and the names (or None) of symbolic dims."""
     return None if shape is None else tuple(d if isinstance(d, int) else d.value for d in shape)
 
 
@@ -101,8 +102,8 @@ def key(node: ir.Node, version: int | None) -> tuple | None:
             const = None
         else:
             const = (const.dtype, tuple(const.shape), const.numpy().tobytes())
-        inputs.append((value.type, _dims(value.shape), const))
-    outputs = tuple((value.type, _dims(value.shape)) for value in node.outputs)
+        inputs.append((value.type, shape_dims(value.shape), const))
+    outputs = tuple((value.type, shape_dims(value.shape)) for value in node.outputs)
     return (node.domain, node.op_type, version, tuple(attributes), tuple(inputs), outputs)
 
 

@@ -34,7 +34,7 @@ from onnxscript.rewriter import MatchResult, RewritePass, RewriteRuleClassBase, 
 from onnxscript.rewriter.rules import common as rules
 from onnxscript.rewriter.rules.common._basic_rules import ExpandIdentity
 
-from pt_onnxscript.inference import InferenceCache
+from pt_onnxscript.inference import InferenceCache, shape_dims
 from pt_onnxscript.inference import key as inference_key
 
 
@@ -239,7 +239,7 @@ class _FoldConstants(_constant_folding.FoldConstantsPass):
         self.added_nodes = False
 
     def visit_node(self, node: ir.Node, root) -> None:
-        if _reads_the_same(node, self._visited.get(node)):
+        if self._visited.get(node) == _what_it_reads(node):
             for attr in node.attributes.values():
                 self.visit_attribute(attr)  # a subgraph's nodes are looked at one by one
             return
@@ -269,33 +269,13 @@ class _FoldConstants(_constant_folding.FoldConstantsPass):
 
 
 def _what_it_reads(node: ir.Node) -> tuple:
+    """The values `node` reads, with their types, shapes and constant tensors: equal to an
+    earlier one when the node reads the same values and tensors (compared by identity) of
+    equal types and shapes."""
     return tuple(
-        None if value is None else (value, value.type, _dims(value), value.const_value)
+        None if value is None else (value, value.type, shape_dims(value.shape), value.const_value)
         for value in node.inputs
     )
-
-
-def _dims(value: ir.Value) -> tuple | None:
-    return None if value.shape is None else value.shape.dims
-
-
-def _reads_the_same(node: ir.Node, before: tuple | None) -> bool:
-    """Whether `node` reads what it read when `before` was taken: the same values (and
-    constant tensors), of equal types and shapes."""
-    if before is None or len(before) != len(node.inputs):
-        return False
-    for value, seen in zip(node.inputs, before):
-        if value is None or seen is None:
-            if value is not seen:
-                return False
-        elif not (
-            value is seen[0]
-            and value.const_value is seen[3]
-            and value.type == seen[1]
-            and _dims(value) == seen[2]
-        ):
-            return False
-    return True
 
 
 def optimize(model: ir.Model) -> None:
