@@ -22,7 +22,8 @@ def _base(name: str | None) -> str:
 def canonical_results(graph: ir.Graph) -> None:
     """Order the carried values of every Loop and the results of every If (nested ones
     included) by their names in the body (the then branch)."""
-    for node in list(ir.traversal.RecursiveGraphIterator(graph)):
+    nodes = list(ir.traversal.RecursiveGraphIterator(graph))
+    for node in nodes:
         if node.domain not in ("", "ai.onnx"):
             continue
         if node.op_type == "Loop":
@@ -48,21 +49,8 @@ def canonical_results(graph: ir.Graph) -> None:
                 outputs = list(branch.outputs)
                 branch.outputs[:] = [outputs[i] for i in perm]
             _permute_outputs(node, perm)
-    for g in _graphs(graph):
-        _sort_identity_runs(g)
-
-
-def _graphs(graph: ir.Graph) -> list[ir.Graph]:
-    """`graph` and every graph nested in it."""
-    found = [graph]
-    for node in graph:
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                found += _graphs(attr.as_graph())
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for sub in attr.as_graphs():
-                    found += _graphs(sub)
-    return found
+    for owner in dict.fromkeys(node.graph for node in nodes):  # each graph that has nodes
+        _sort_identity_runs(owner)
 
 
 def _sort_identity_runs(graph: ir.Graph) -> None:
@@ -82,6 +70,9 @@ def _sort_identity_runs(graph: ir.Graph) -> None:
         ):
             run.append(node)
             made.add(node.outputs[0])
+        start += max(len(run), 1)
+        if len(run) < 2:
+            continue
         ordered = sorted(run, key=lambda n: (_base(n.outputs[0].name), _base(n.inputs[0].name)))
         # The nodes' own names follow the order they were made in: they go in order too,
         # within each PyTensor node's namespace (which says where a node comes from).
@@ -91,12 +82,10 @@ def _sort_identity_runs(graph: ir.Graph) -> None:
                 node.name = name
         if ordered != run:
             graph.remove(run)
-            end = start + len(run)
-            if end < len(nodes):
-                graph.insert_before(nodes[end], ordered)
+            if start < len(nodes):
+                graph.insert_before(nodes[start], ordered)
             else:
                 graph.extend(ordered)
-        start += max(len(run), 1)
 
 
 def _namespace(node: ir.Node) -> str:
