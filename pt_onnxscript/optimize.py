@@ -281,16 +281,18 @@ def _what_it_reads(node: ir.Node) -> tuple:
 def optimize(model: ir.Model) -> None:
     """Optimise `model` in place, keeping every value exactly."""
     inferred, visited = InferenceCache(), {}
+    changed = True  # since unread nodes were last removed: the translation leaves some
     for _ in range(4):
         # onnx's reference evaluator folds constants with NumPy, which warns where IEEE
         # arithmetic gives inf or NaN (1 / 0, log 0): those are the values ONNX Runtime
         # computes, so the warnings say nothing wrong.
         fold = _FoldConstants(inferred, visited)
         with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-            fold(model)
+            changed = fold(model).modified or changed
         # What the fold left unread goes before the rewrites: a dead reader still counts as
         # a use, and a pattern whose inner values must have one reader would not match.
-        common_passes.RemoveUnusedNodesPass()(model)
+        if changed:
+            common_passes.RemoveUnusedNodesPass()(model)
         common_passes.LiftSubgraphInitializersToMainGraphPass()(model)  # folded constants
         hoisted = hoist_loop_invariants(model.graph)
         unrolled = unroll_loops(model.graph) | unroll_by_factor(model.graph)
@@ -298,6 +300,7 @@ def optimize(model: ir.Model) -> None:
         rewritten = rules is not None and RewritePass(rules)(model).modified
         if rewritten:
             common_passes.RemoveUnusedNodesPass()(model)
+        changed = unrolled or hoisted  # what they replaced may be left unread
         # Another round only for what this one left to fold or rewrite: what the later
         # passes changed, or nodes the fold put in and did not visit (a fold right after a
         # fold that only replaced nodes by constants finds nothing, at the cost of the
