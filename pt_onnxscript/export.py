@@ -3,6 +3,7 @@
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -270,7 +271,8 @@ class ONNXFunction:
     """
 
     def __init__(self, fn: Callable, specs: Mapping[str, object], **export_kwargs):
-        params = list(inspect.signature(fn).parameters)
+        self._signature = inspect.signature(fn)
+        params = list(self._signature.parameters)
         missing = [p for p in params if p not in specs]
         extra = [s for s in specs if s not in params]
         if missing or extra:
@@ -316,7 +318,7 @@ class ONNXFunction:
         self._large = tensor_bytes(self._ir_model) > EXTERNAL_DATA_BYTES
         self.model = None if self._large else to_proto(self._ir_model, dims=self._dims)
         self._checks = model_checks(self._ir_model)
-        self._session = None
+        self._run = None  # ONNX Runtime's binding, made at the first call
 
     @property
     def output_names(self) -> list[str]:
@@ -329,7 +331,7 @@ class ONNXFunction:
 
     def __call__(self, *args, **kwargs):
         given = {name: kwargs.pop(name) for name in list(kwargs) if name in self._shared}
-        bound = inspect.signature(self.__wrapped__).bind(*args, **kwargs)
+        bound = self._signature.bind(*args, **kwargs)
         feeds = {}
         for var, (name, shape) in zip(self.inputs, self._dims.items(), strict=True):
             feeds[name] = _checked_array(bound.arguments[name], var, name, shape)
@@ -340,9 +342,11 @@ class ONNXFunction:
             else:
                 feeds[name] = _checked_array(value, variable, name, variable.type.shape)
         try:
-            if self._session is None:
-                self._session = inference_session(self._ir_model)
-            results = self._session.run(None, feeds)
+            if self._run is None:
+                # As mode "ONNX": the binding itself, the feeds being the model's own inputs.
+                session = inference_session(self._ir_model)
+                self._run = partial(session._sess.run, self.output_names)
+            results = self._run(feeds, None)
         except Exception as err:  # noqa: BLE001  (a check's own exception, or explained)
             raise_check(err, self._checks, self._ir_model, feeds)
         for out, variable in self._updates:
