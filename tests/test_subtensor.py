@@ -116,6 +116,23 @@ def test_set_and_inc_with_repeated_indices(dtype, rng, opset):
     compare_onnx_and_py([x, y, idx], outs, [value, y_value, np.array([1, -4, 3, 1])], opset=opset)
 
 
+def test_writes_on_a_vector_read_by_gather_elements(rng):
+    """ONNX Runtime's Gather copies a vector element by element (several times slower than
+    GatherElements on thousands of indices): writes at index arrays into a vector read
+    their positions and old values with GatherElements, and are exact either way."""
+    x, y, idx = pt.vector("x"), pt.vector("y"), pt.lvector("idx")
+    outs = [
+        pt.set_subtensor(x[idx], y),
+        pt.inc_subtensor(x[idx], y),
+        pt.inc_subtensor(x[idx], y, ignore_duplicates=True),
+    ]
+    values = [rng.normal(size=6), rng.normal(size=4), np.array([1, -4, 3, 1])]
+    compare_onnx_and_py([x, y, idx], outs, values)
+    for out in outs:
+        model = export_onnx(([x, y, idx], [out]))
+        assert "Gather" not in {node.op_type for node in model.graph.node}
+
+
 def test_basic_set_and_inc(rng):
     x = pt.tensor3("x")
     i = pt.lscalar("i")
