@@ -3,7 +3,6 @@
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -18,10 +17,10 @@ from pytensor.graph.basic import Variable
 from pt_onnxscript.errors import TranslationError
 from pt_onnxscript.linker import (
     EXTERNAL_DATA_BYTES,
-    inference_session,
     model_checks,
     onnx_rewrites,
     raise_check,
+    session_runner,
     tensor_bytes,
 )
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset
@@ -343,9 +342,7 @@ class ONNXFunction:
                 feeds[name] = _checked_array(value, variable, name, variable.type.shape)
         try:
             if self._run is None:
-                # As mode "ONNX": the binding itself, the feeds being the model's own inputs.
-                session = inference_session(self._ir_model)
-                self._run = partial(session._sess.run, self.output_names)
+                self._run = session_runner(self._ir_model)
             results = self._run(feeds, None)
         except Exception as err:  # noqa: BLE001  (a check's own exception, or explained)
             raise_check(err, self._checks, self._ir_model, feeds)

@@ -134,15 +134,12 @@ class ONNXLinker(JITLinker):
         )
         checks = model_checks(model)
         with raising_checks(checks, model):
-            session = inference_session(model, self.providers, self.threads)
+            run = session_runner(model, self.providers, self.threads)
         position = {var: i for i, var in enumerate(fgraph.inputs)}
         fed = [var for var in fgraph.inputs if var not in baked]
         return _Specialised(
             model=model,
-            # ONNX Runtime's own binding, without InferenceSession.run's Python checks of
-            # the feeds' names (they are the model's own) and its retry on another
-            # execution provider (a failure is raised here): ~3 us of a call.
-            run=partial(session._sess.run, [value.name for value in model.graph.outputs]),
+            run=run,
             checks=checks,
             fed=[position[var] for var in fed],
             names=[value.name for value in model.graph.inputs],
@@ -301,6 +298,17 @@ def inference_session(
         path = os.path.join(tmp, "model.onnx")
         ir.save(model, path, external_data="model.onnx.data")
         return ort.InferenceSession(path, sess_options=options, providers=list(providers))
+
+
+def session_runner(
+    model: ir.Model, providers=("CPUExecutionProvider",), threads: int | None = None
+) -> Callable:
+    """``run(feeds, run_options) -> results`` on a new session for `model` (see
+    inference_session), for feeds named as the model's inputs: ONNX Runtime's own binding,
+    without InferenceSession.run's Python checks of the feeds' names and its retry on
+    another execution provider (a failure is raised): ~3 us of a call."""
+    session = inference_session(model, providers, threads)
+    return partial(session._sess.run, [value.name for value in model.graph.outputs])
 
 
 def onnx_rewrites() -> RewriteDatabaseQuery:

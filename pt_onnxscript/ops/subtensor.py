@@ -309,7 +309,7 @@ def _scatter_last(g, x, positions, values):
     # Unwritten elements take themselves from x, placed after the values.
     own = g.Add(g.Range(zero, g.Size(x), one), count)
     picked = g.Where(g.Less(winner, zero), own, winner)
-    return take(g, g.Concat(values, x, axis=0), picked, 0, 1, 1)
+    return take(g, g.Concat(values, x, axis=0), picked, axis=0, ndim=1, index_ndim=1)
 
 
 def _scatter_add(g, x, positions, values, dtype):
@@ -326,7 +326,9 @@ def _add_truncating(g, x, positions, values, dtype: str, y_dtype: str, one_by_on
     truncated back; `one_by_one` where positions may repeat (np.add.at's order)."""
 
     def add(g, x, at, value):
-        total = g.Add(g.Cast(take(g, x, at, 0, 1, 1), to=onnx_dtype(y_dtype)), value)
+        total = g.Add(
+            g.Cast(take(g, x, at, axis=0, ndim=1, index_ndim=1), to=onnx_dtype(y_dtype)), value
+        )
         return g.ScatterElements(x, at, g.Cast(total, to=onnx_dtype(dtype)), axis=0)
 
     if not one_by_one:
@@ -363,7 +365,9 @@ def _set_or_increment(g, node, x, y, read, *, unique: bool):
         result = _scatter_add(g, x_flat, positions, values, dtype)
     else:
         if mode != "set":
-            values = _add(g, take(g, x_flat, positions, 0, 1, 1), values, dtype)
+            values = _add(
+                g, take(g, x_flat, positions, axis=0, ndim=1, index_ndim=1), values, dtype
+            )
         if unique:
             result = g.ScatterElements(x_flat, positions, values, axis=0)
         else:
