@@ -77,8 +77,11 @@ def swap_last(g, a, rank: int):
 
 
 def _nan_where(g, failed, value, dtype):
-    """NaN where `failed` (one flag per matrix of the batch), broadcast over the matrices."""
-    return g.Where(g.Unsqueeze(failed, _int(g, [-1, -2])), constant(g, np.nan, dtype), value)
+    """NaN where `failed` (one flag per matrix of the batch), broadcast over the matrices: a
+    product with 1 or NaN per matrix, which keeps every other value exactly (-0 and inf
+    included) and costs ONNX Runtime half a Where with a broadcast condition."""
+    scale = g.Where(failed, constant(g, np.nan, dtype), constant(g, 1, dtype))
+    return g.Mul(value, g.Unsqueeze(scale, _int(g, [-1, -2])))
 
 
 def _triangle(g, a, lower: bool, k: int = 0):
@@ -209,8 +212,8 @@ def _blocks(g, count, step, initial, kind: str):
 
 
 # Cholesky's panels: PANEL_BLOCKS blocks of columns per Loop step, factored one after the
-# other in the step's unrolled body, so the factor so far is copied (Concat) once per panel
-# (4 blocks: ~10% faster at n = 1000, twice the nodes to export).
+# other in the step's unrolled body (4 blocks: ~10% faster at n = 1000, twice the nodes to
+# export).
 PANEL_BLOCKS = 2
 
 
@@ -219,9 +222,11 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
     static size `size` if known): the lower factor L, NaN for a matrix that is not positive
     definite (a pivot not > 0), as LAPACK's potrf reports it.
 
-    Left-looking by panels of columns, one Loop step each: for the columns s:s+W, T =
-    A[s:, s:s+W] - L[s:, :s] L[s:s+W, :s]^T (a MatMul), then the same within the panel by
-    blocks of B columns (_panel_factor)."""
+    Left-looking by panels of W columns, one Loop step each, on the matrices padded with an
+    identity to a multiple of W: the step for the columns s:s+W carries the rows of L below
+    them, R = L[s:, :s], computes T = A[s:, s:s+W] - R R[:W]^T (a MatMul) and factors it by
+    blocks of B columns (_panel_factor); L's rows s:s+W are then finished and are the step's
+    scan output, so no step copies more of L than R."""
     block = block_size(size)
     panel = block * min(PANEL_BLOCKS, -(-size // block) if size else PANEL_BLOCKS)
     # The triangle potrf reads, as a lower one. The entries above its diagonal are never read:
@@ -230,37 +235,66 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
     n = _size(g, a)
     batch = g.Shape(a, start=0, end=-2)
     total = g.Mul(g.Div(g.Add(n, _int(g, panel - 1)), _int(g, panel)), _int(g, panel))
-    # Padded to total x total with an identity, so that it stays positive definite.
-    padded = pad_zeros(g, a, -1, after=g.Unsqueeze(g.Sub(total, n), _int(g, [0])))
-    identity = g.Equal(
-        g.Unsqueeze(g.Range(n, total, _int(g, 1)), _int(g, [-1])), _positions(g, total)
-    )
-    identity = g.Expand(
-        g.Cast(identity, to=onnx_dtype(dtype)), g.Concat(batch, g.Shape(identity), axis=0)
-    )
-    padded = g.Concat(padded, identity, axis=-2)
     width = _int(g, panel)
+    top = _int(g, 0)
 
-    def step(g, k, done):
+    def step(g, k, below):
         start = g.Mul(k, width)
-        below = _rows(g, done, start, total)
         t = g.Sub(
-            _columns(g, _rows(g, padded, start, total), start, g.Add(start, width)),
-            g.MatMul(below, swap_last(g, _rows(g, below, _int(g, 0), width), rank)),
+            _padded_panel(g, a, n, total, start, panel),
+            g.MatMul(below, swap_last(g, _rows(g, below, top, width), rank)),
         )
         columns = _panel_factor(g, t, dtype, rank, block, panel, batch)
-        above = g.Expand(
-            constant(g, 0, dtype),
-            g.Concat(batch, g.Unsqueeze(start, _int(g, [0])), _int(g, [panel]), axis=0),
+        right = g.Unsqueeze(g.Sub(g.Sub(total, start), width), _int(g, [0]))
+        zeros = g.Expand(constant(g, 0, dtype), g.Concat(batch, _int(g, [panel]), right, axis=0))
+        finished = g.Concat(
+            _rows(g, below, top, width), _rows(g, columns, top, width), zeros, axis=-1
         )
-        return g.Concat(done, g.Concat(above, columns, axis=-2), axis=-1)
+        below = g.Concat(_rows(g, below, width, total), _rows(g, columns, width, total), axis=-1)
+        return [below, finished]
 
     count = g.Div(total, width)
-    factor = _blocks(g, count, step, _columns(g, padded, _int(g, 0), _int(g, 0)), "cholesky")
+    first = g.Unsqueeze(total, _int(g, [0]))
+    initial = g.Expand(constant(g, 0, dtype), g.Concat(batch, first, _int(g, [0]), axis=0))
+    _, rows = loop(g, count, [initial], step, "cholesky", stacked=[onnx_dtype(dtype)])
+    factor = _stacked_rows(g, rows, count, batch, panel, first, rank)
     ends = g.Concat(g.Unsqueeze(n, _int(g, [0])), g.Unsqueeze(n, _int(g, [0])), axis=0)
     factor = g.Slice(factor, _int(g, [0, 0]), ends, _int(g, [-2, -1]))
     pivots = _diagonal(g, factor, _positions(g, n))
     return _nan_where(g, _any(g, g.Not(g.Greater(pivots, constant(g, 0, dtype)))), factor, dtype)
+
+
+def _padded_panel(g, a, n, total, start, width: int):
+    """The columns start:start+width, rows start: of the matrices `a` (..., n, n) padded to
+    total x total with an identity (zeros, ones on the diagonal past n): only the panel is
+    copied, never the whole matrix."""
+    begin = g.Concat(g.Unsqueeze(start, _int(g, [0])), g.Unsqueeze(start, _int(g, [0])), axis=0)
+    end = g.Add(start, _int(g, width))
+    part = g.Slice(
+        a,
+        begin,
+        g.Concat(_int(g, [_END]), g.Unsqueeze(end, _int(g, [0])), axis=0),
+        _int(g, [-2, -1]),
+    )
+    part = pad_zeros(g, part, -2, after=g.Unsqueeze(g.Sub(total, n), _int(g, [0])))
+    missing = g.Max(g.Sub(end, n), _int(g, 0))
+    part = pad_zeros(g, part, -1, after=g.Unsqueeze(missing, _int(g, [0])))
+    rows = _positions(g, g.Sub(total, start))
+    past = g.Unsqueeze(g.GreaterOrEqual(rows, g.Sub(n, start)), _int(g, [-1]))
+    ones = g.And(g.Equal(g.Unsqueeze(rows, _int(g, [-1])), _int(g, np.arange(width))), past)
+    return g.Add(part, g.CastLike(ones, part))
+
+
+def _stacked_rows(g, x, count, batch, height: int, columns, rank: int):
+    """The matrices (..., count height, C) whose blocks of `height` rows a Loop stacked as its
+    scan output `x` (count, ..., height, C), C given by the 1-element `columns` (an ONNX
+    Runtime Loop that ran no step stacks to shape (0,))."""
+    first = _int(g, [0])
+    shape = g.Concat(g.Unsqueeze(count, first), batch, _int(g, [height]), columns, axis=0)
+    x = g.Reshape(x, shape, allowzero=1)
+    x = g.Transpose(x, perm=[*range(1, rank - 1), 0, rank - 1, rank])
+    rows = g.Unsqueeze(g.Mul(count, _int(g, height)), first)
+    return g.Reshape(x, g.Concat(batch, rows, columns, axis=0), allowzero=1)
 
 
 def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
@@ -474,19 +508,9 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
         "lu",
         stacked=[onnx_dtype(dtype), int64, int64],
     )
-    # The scan outputs (blocks, ..., block, [total | 1 | ]), batch dims first, then reshaped
-    # (an ONNX Runtime Loop that ran no step stacks to shape (0,)).
+    packed = _stacked_rows(g, finished, count, batch, block, g.Unsqueeze(total, top), rank)
+    perm = g.Squeeze(_stacked_rows(g, perm, count, batch, block, _int(g, [1]), rank), _int(g, [-1]))
     order = [*range(1, rank - 1), 0, rank - 1]
-
-    def unstack(x, columns):
-        x = g.Reshape(
-            x, g.Concat(g.Unsqueeze(count, top), batch, width, columns, axis=0), allowzero=1
-        )
-        x = g.Transpose(x, perm=[*order, rank])
-        return g.Reshape(x, g.Concat(batch, g.Unsqueeze(total, top), columns, axis=0), allowzero=1)
-
-    packed = unstack(finished, g.Unsqueeze(total, top))
-    perm = g.Squeeze(unstack(perm, _int(g, [1])), _int(g, [-1]))
     pivot_rows = g.Reshape(
         pivot_rows, g.Concat(g.Unsqueeze(count, top), batch, width, axis=0), allowzero=1
     )
