@@ -468,23 +468,28 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
         panel = g.Slice(trailing, top, width, _int(g, [-1]))
         panel, order, pivot_rows = _lu_panel(g, panel, dtype, block, batch)
 
-        def swapped(x):  # x's rows in the panel's order
-            return take_rows(g, x, order, rank)
-
-        right = swapped(g.Slice(trailing, width, end, _int(g, [-1])))
-        left = swapped(left)
+        # The rows in the panel's order, gathered apart: the block's rows (finished by this
+        # step) and the rows below them (the next step's), so no step copies the trailing
+        # matrix or L's columns once more to split them.
+        pivoted = g.Slice(order, top, width, _int(g, [-2]))
+        below = g.Slice(order, width, end, _int(g, [-2]))
+        right = g.Slice(trailing, width, end, _int(g, [-1]))
         rows = g.GatherElements(rows, order, axis=-2)
         l11 = g.Add(_triangle(g, g.Slice(panel, top, width, _int(g, [-2])), True, -1), unit)
-        u12 = g.MatMul(triangular_inverse(g, l11, block), g.Slice(right, top, width, _int(g, [-2])))
+        u12 = g.MatMul(triangular_inverse(g, l11, block), take_rows(g, right, pivoted, rank))
         l21 = g.Slice(panel, width, end, _int(g, [-2]))
-        trailing = g.Sub(g.Slice(right, width, end, _int(g, [-2])), g.MatMul(l21, u12))
+        right = take_rows(g, right, below, rank)
+        if rank == 2:
+            trailing = g.Gemm(l21, u12, right, alpha=-1.0)
+        else:
+            trailing = g.Sub(right, g.MatMul(l21, u12))
         finished = g.Concat(
-            g.Slice(left, top, width, _int(g, [-2])),
+            take_rows(g, left, pivoted, rank),
             g.Slice(panel, top, width, _int(g, [-2])),
             u12,
             axis=-1,
         )
-        left = g.Concat(g.Slice(left, width, end, _int(g, [-2])), l21, axis=-1)
+        left = g.Concat(take_rows(g, left, below, rank), l21, axis=-1)
         start = g.Mul(k, _int(g, block))
         return [
             trailing,
