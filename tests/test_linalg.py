@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytensor.tensor.linalg import cho_solve, solve_triangular
 
+from pt_onnxscript import export_onnx
 from pt_onnxscript.testing import compare_onnx_and_py
 
 RTOL = {"float64": 1e-10, "float32": 2e-4}
@@ -371,6 +372,59 @@ def test_cholesky_and_solves_of_several_default_blocks(n, rng):
     )
     # The solve's error grows with the condition number, LAPACK's as well: residuals.
     np.testing.assert_allclose(value @ got[2], rhs, rtol=0, atol=1e-7 * np.abs(rhs).max())
+
+
+def _scalars_against_columns(model, feeds, tmp_path):
+    """The elementwise nodes that ONNX Runtime ran on an (..., n, 1) column, n > 1, with a 0-d
+    or 1-d operand of one element (a broadcast it makes one call per element; a (1, 1) one
+    is fast)."""
+    import json
+
+    import onnxruntime as ort
+
+    from pt_onnxscript.optimize import ELEMENTWISE
+
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(tmp_path / "profile")
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    session.run(None, feeds)
+    with open(session.end_profiling()) as file:
+        events = json.load(file)
+    found = []
+    for event in events:
+        if event.get("cat") != "Node" or event["args"].get("op_name") not in ELEMENTWISE:
+            continue
+        shapes = [next(iter(shape.values())) for shape in event["args"]["input_type_shape"]]
+        rank = max(len(shape) for shape in shapes)
+        column = any(len(s) == rank >= 2 and s[-1] == 1 and np.prod(s) > 1 for s in shapes)
+        if column and any(len(s) < 2 and np.prod(s) == 1 for s in shapes):
+            found.append((event["name"], shapes))
+    return found
+
+
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_column_operations_meet_no_lower_rank_scalar(batch, rng, tmp_path):
+    """LU's pivot search and elimination, Cholesky's padding and the triangular solves work on
+    columns (..., n, 1): none of their elementwise nodes pairs a column with a 0-d or 1-d
+    scalar, which ONNX Runtime broadcasts one element per call (~10x the time)."""
+    a = pt.tensor("a", shape=(None,) * (len(batch) + 2))
+    b = pt.tensor("b", shape=(None,) * (len(batch) + 1))
+    n = 40
+    general = rng.normal(size=(*batch, n, n))
+    factor = np.linalg.cholesky(spd(rng, n, batch))
+    rhs = rng.normal(size=(*batch, n))
+    for outputs, values in (
+        ([pt.linalg.solve(a, b, b_ndim=1), pt.linalg.inv(a)], [general, rhs]),
+        ([*pt.linalg.lu_factor(a), pt.linalg.det(a)], [general]),
+        ([pt.linalg.cholesky(a), solve_triangular(a, b, lower=True, b_ndim=1)], [factor, rhs]),
+    ):
+        inputs = [a, b][: len(values)]
+        model = export_onnx((inputs, outputs))
+        feeds = {var.name: value for var, value in zip(inputs, values, strict=True)}
+        assert _scalars_against_columns(model, feeds, tmp_path) == []
 
 
 def _lu_inputs(rng, n, batch=()):

@@ -227,6 +227,62 @@ def test_a_leading_unsqueeze_into_a_broadcasting_op_is_dropped_only_when_exact()
     )
 
 
+def test_a_scalar_against_a_column_keeps_the_column_rank(rng):
+    """ONNX Runtime broadcasts a 0-d or 1-element vector against an (..., n, 1) tensor one
+    element per call: such constants are given the rank of the node's output, and the leading
+    Unsqueeze of a dynamic scalar into a column stays. The values are the same."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pt_onnxscript.optimize import optimize
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("Add", ["x", "half"], ["sum"]),
+            helper.make_node("Greater", ["x", "zero"], ["positive"]),
+            helper.make_node("Where", ["positive", "x", "half"], ["kept"]),
+            helper.make_node("Unsqueeze", ["s", "axes"], ["s2"]),
+            helper.make_node("Mul", ["x", "s2"], ["scaled"]),
+            helper.make_node("Add", ["v", "half"], ["shifted"]),  # a vector: as it was
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["n", 1]),
+            helper.make_tensor_value_info("s", TensorProto.DOUBLE, []),
+            helper.make_tensor_value_info("v", TensorProto.DOUBLE, ["n"]),
+        ],
+        [
+            helper.make_tensor_value_info(name, TensorProto.DOUBLE, None)
+            for name in ("sum", "kept", "scaled", "shifted")
+        ],
+        initializer=[
+            numpy_helper.from_array(np.array(0.5), "half"),
+            numpy_helper.from_array(np.array([0.0]), "zero"),
+            numpy_helper.from_array(np.array([0, 1]), "axes"),
+        ],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    proto.ir_version = 8
+    model = ir.from_proto(proto)
+    optimize(model)
+    ranks = {
+        node.op_type + node.outputs[0].name: [
+            len(value.const_value.shape) for value in node.inputs if value.const_value is not None
+        ]
+        for node in model.graph
+        if node.op_type in ("Add", "Greater", "Where")
+    }
+    assert ranks == {"Addsum": [2], "Greaterpositive": [2], "Wherekept": [2], "Addshifted": [0]}
+    assert [node.op_type for node in model.graph if node.op_type == "Unsqueeze"] == ["Unsqueeze"]
+    x, s, v = rng.normal(size=(5, 1)), np.array(3.0), rng.normal(size=5)
+    session = ort.InferenceSession(
+        ir.to_proto(model).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    got = session.run(["sum", "kept", "scaled", "shifted"], {"x": x, "s": s, "v": v})
+    for value, expected in zip(got, [x + 0.5, np.where(x > 0, x, 0.5), x * s, v + 0.5]):
+        assert value.shape == expected.shape
+        np.testing.assert_array_equal(value, expected)
+
+
 def test_a_fold_that_leaves_nothing_to_do_is_not_repeated(monkeypatch, rng):
     """Shapes of static dims fold to Constants that their readers use in the same pass (the
     pass does not visit the nodes it puts in): sorting a matrix of static shape is folded

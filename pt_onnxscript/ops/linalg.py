@@ -163,7 +163,7 @@ def _triangular_blocks(g, a, n, count, block: int, dtype: str, unit_diagonal: bo
     eye = constant(g, np.eye(block), dtype)
     if unit_diagonal:
         blocks = g.Add(blocks, eye)
-    padding = g.GreaterOrEqual(g.Reshape(_positions(g, total), _int(g, [-1, block, 1])), n)
+    padding = g.Reshape(g.GreaterOrEqual(_positions(g, total), n), _int(g, [-1, block, 1]))
     return g.Where(padding, eye, blocks)
 
 
@@ -547,23 +547,31 @@ def _lu_panel(g, panel, dtype: str, block: int, batch):
     position j, the other rows' multipliers are their entries divided by it (a zero pivot skips
     the column, as getrf) and their rank-1 update is subtracted from the columns right of j.
     Returns the eliminated panels in position order, the order of their rows (..., H, 1) (the
-    row at position i came from row order[i]) and the pivot rows (..., block)."""
-    height = g.Squeeze(g.Shape(panel, start=-2, end=-1), _int(g, [0]))
-    rows = g.Unsqueeze(_positions(g, height), _int(g, [-1]))  # (H, 1)
+    row at position i came from row order[i]) and the pivot rows (..., block).
+
+    The scalars the (..., H, 1) columns meet are (1, 1): ONNX Runtime broadcasts a 0-d one
+    against a column one element per call (~12 us for H = 500, against ~1 us)."""
+
+    def scalar(value, dtype):
+        return constant(g, np.full((1, 1), value), dtype)
+
+    height = g.Shape(panel, start=-2, end=-1)
+    rows = g.Unsqueeze(_positions(g, g.Squeeze(height, _int(g, [0]))), _int(g, [-1]))  # (H, 1)
+    beyond = g.Add(rows, g.Unsqueeze(height, _int(g, [0])))  # past every position
     position = g.Expand(rows, g.Concat(batch, g.Shape(rows), axis=0))
     pivoted = g.Expand(constant(g, False, "bool"), g.Shape(position))
     pivot_index = g.Concat(batch, _int(g, [1, block]), axis=0)
-    zero = constant(g, 0, dtype)
+    zero = scalar(0, dtype)
     columns = np.arange(block)
     multipliers, pivot_rows = [], []
     for j in range(block):
-        at_j = _int(g, j)
+        at_j = scalar(j, "int64")
         column = g.Slice(panel, _int(g, [j]), _int(g, [j + 1]), _int(g, [-1]))
         size = g.Abs(column)
-        size = g.Where(g.IsNaN(size), constant(g, np.inf, dtype), size)
-        size = g.Where(pivoted, constant(g, -1, dtype), size)
+        size = g.Where(g.IsNaN(size), scalar(np.inf, dtype), size)
+        size = g.Where(pivoted, scalar(-1, dtype), size)
         largest = g.Equal(size, g.ReduceMax(size, _int(g, [-2]), keepdims=1))
-        first = g.Where(largest, position, g.Add(height, rows))
+        first = g.Where(largest, position, beyond)
         q = g.ArgMin(first, axis=-2, keepdims=1)  # (..., 1, 1): the pivot's row
         q_position = g.GatherElements(position, q, axis=-2)
         is_q = g.Equal(rows, q)
@@ -571,7 +579,7 @@ def _lu_panel(g, panel, dtype: str, block: int, batch):
         pivoted = g.Or(pivoted, is_q)
         row = g.GatherElements(panel, g.Expand(q, pivot_index), axis=-2)  # (..., 1, block)
         pivot = g.Slice(row, _int(g, [j]), _int(g, [j + 1]), _int(g, [-1]))
-        safe = g.Where(g.Equal(pivot, zero), constant(g, 1, dtype), pivot)
+        safe = g.Where(g.Equal(pivot, zero), scalar(1, dtype), pivot)
         factors = g.Where(pivoted, zero, g.Div(column, safe))
         if j + 1 < block:
             right = g.Where(constant(g, columns > j, "bool"), row, zero)
