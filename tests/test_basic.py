@@ -205,3 +205,11 @@ def test_alloc_diag_offsets_axes_and_signed_zeros(rng):
         _, results = compare_onnx_and_py([v, x], outs, [value, rng.normal(size=(2, 3, n))])
         if n:
             assert np.signbit(results[0][0, 0])
+    # Off the diagonal a constant 0, broadcast: a Where that keeps -0.0 as it is, no repair
+    # of signs (Div, Less, Mul) and no matrix of zeros. (PyTensor inlines the AllocDiags
+    # above; those in Cholesky's gradient stay.)
+    m = pt.matrix("m")
+    grad = pytensor.grad(pt.log(pt.diagonal(pt.linalg.cholesky(m))).sum(), m)
+    nodes = [node for node in export_onnx(([m], [grad])).graph.node if "AllocDiag" in node.name]
+    assert nodes
+    assert not {node.op_type for node in nodes} & {"Div", "Less", "Mul", "Expand"}

@@ -201,8 +201,9 @@ def alloc_diag(g, node, diag):
         g.Sub(index, g.Unsqueeze(index, constant(g, [-1], "int64"))),
         constant(g, op.offset, "int64"),
     )
-    zeros = g.Expand(constant(g, 0, dtype), g.Shape(mask))
-    result = where(g, mask, g.Unsqueeze(values, constant(g, [-1], "int64")), zeros, dtype)
+    # A constant 0 (broadcast by the Where): where() puts it first, with the mask negated.
+    zero = constant(g, 0, dtype)
+    result = where(g, mask, g.Unsqueeze(values, constant(g, [-1], "int64")), zero, dtype)
     if ndim > 1:  # as AllocDiag's inner graph transposes
         axes = list(range(ndim - 1))
         last = axes[-1]
