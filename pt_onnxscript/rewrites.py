@@ -4,20 +4,27 @@
   ``convolve2d(x[:, None], w[None], mode="valid"|"full").sum(axis=2)`` (a Squeeze of that axis
   once PyTensor knows there is one channel), becomes ChannelConv2d (one ONNX Conv in float32);
 - non-overlapping max pooling, written as
-  ``h.reshape((n, c, h // p, p, w // p, p)).max(axis=(3, 5))``, becomes Pool2d (MaxPool).
+  ``h.reshape((n, c, h // p, p, w // p, p)).max(axis=(3, 5))``, becomes Pool2d (MaxPool);
+- calls of one scalar function whose translation is a decomposition (gammaln, digamma, erf
+  in float64, ...) on values of one element that do not depend on each other become one
+  call on the vector of their arguments (StackScalarCalls).
 
-Both are exact replacements; graphs that do not match are translated op by op.
+All are exact replacements; graphs that do not match are translated op by op.
 """
 
+from collections import defaultdict
+
 import numpy as np
+import pytensor.scalar.math as scalar_math
 from pytensor.compile import optdb
 from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
-from pytensor.graph.rewriting.basic import node_rewriter
+from pytensor.graph.rewriting.basic import GraphRewriter, node_rewriter
+from pytensor.graph.traversal import ancestors
 from pytensor.scalar import upcast
-from pytensor.tensor.basic import MakeVector, as_tensor_variable
+from pytensor.tensor.basic import MakeVector, as_tensor_variable, concatenate, stack
 from pytensor.tensor.blockwise import Blockwise
-from pytensor.tensor.elemwise import DimShuffle
+from pytensor.tensor.elemwise import DimShuffle, Elemwise
 from pytensor.tensor.math import Max, Sum
 from pytensor.tensor.shape import Reshape, Shape_i
 from pytensor.tensor.signal.conv import Convolve2d
@@ -179,6 +186,107 @@ def flatten_own_batch(fgraph, node):
     return [node.op(v, new_shape)]
 
 
+# Scalar functions translated as decompositions of dozens to thousands of ONNX nodes, and the
+# dtypes where they are (None: all; ONNX Runtime has float32 Erf).
+DECOMPOSED = {
+    **dict.fromkeys(
+        (
+            scalar_math.GammaLn,
+            scalar_math.Psi,
+            scalar_math.TriGamma,
+            scalar_math.Gamma,
+            scalar_math.GammaInc,
+            scalar_math.GammaIncC,
+            scalar_math.GammaU,
+            scalar_math.GammaL,
+            scalar_math.BetaInc,
+            scalar_math.Erfinv,
+            scalar_math.Erfcinv,
+            scalar_math.Erfcx,
+            scalar_math.I0,
+            scalar_math.I1,
+            scalar_math.Ive,
+            scalar_math.Kve,
+            scalar_math.Log1mexp,
+        )
+    ),
+    scalar_math.Erf: {"float64"},
+    scalar_math.Erfc: {"float64"},
+}
+# The most calls stacked into one (each candidate's ancestors are walked once).
+MOST_STACKED = 64
+
+
+class StackScalarCalls(GraphRewriter):
+    """Calls of one DECOMPOSED scalar function on values of one element (0-d, or (1,) once
+    broadcast), none depending on another, become one call on their arguments joined along
+    the first axis, each result its part of the result: a PyMC logp calls gammaln on
+    (nu + 1) / 2 and on nu / 2, its gradient digamma on both, and ONNX Runtime pays per node,
+    so the decomposition's nodes run once for all of them (two gammaln and two digamma:
+    150 -> 93 us). The values are the same: an elementwise function of each element."""
+
+    def apply(self, fgraph):
+        calls = defaultdict(list)
+        for node in fgraph.toposort():
+            key = _stackable(node)
+            if key is not None and len(calls[key]) < MOST_STACKED:
+                calls[key].append(node)
+        # One function at a time, on the graph as the previous stackings left it: nodes that
+        # are independent there stay so once stacked (a cycle would need one of them to read
+        # another's result).
+        for nodes in calls.values():
+            chosen = _independent(nodes)
+            if len(chosen) < 2:
+                continue
+            results = chosen[0].op(*(_joined(chosen, i) for i in range(len(chosen[0].inputs))))
+            fgraph.replace_all_validate(
+                [(node.outputs[0], _part(results, k, node)) for k, node in enumerate(chosen)],
+                reason="onnx_stack_scalar_calls",
+            )
+
+
+def _stackable(node):
+    """The key of the calls `node` can be stacked with (a DECOMPOSED function of one element,
+    0-d or of shape (1, ..., 1)), or None."""
+    if not isinstance(node.op, Elemwise) or len(node.outputs) != 1:
+        return None
+    scalar_op = node.op.scalar_op
+    dtypes = DECOMPOSED.get(type(scalar_op), ())
+    out = node.outputs[0]
+    if dtypes == () or (dtypes is not None and out.type.dtype not in dtypes):
+        return None
+    if any(dim != 1 for dim in out.type.shape):
+        return None
+    return scalar_op, tuple(var.type.dtype for var in node.inputs), out.type.ndim
+
+
+def _joined(nodes, i):
+    """The `i`-th arguments of `nodes`, one after the other along the first axis."""
+    arguments = [node.inputs[i] for node in nodes]
+    return stack(arguments) if arguments[0].type.ndim == 0 else concatenate(arguments)
+
+
+def _part(results, k, node):
+    """The result of the `k`-th stacked call, `node`'s."""
+    return results[k] if node.outputs[0].type.ndim == 0 else results[k : k + 1]
+
+
+def _independent(nodes):
+    """The first of `nodes` and each next one that neither reads nor feeds those chosen."""
+    chosen, above = [], []
+    for node in nodes:
+        read = set(ancestors(node.inputs))
+        if any(
+            other.outputs[0] in read or node.outputs[0] in seen
+            for other, seen in zip(chosen, above)
+        ):
+            continue
+        chosen.append(node)
+        above.append(read)
+    return chosen
+
+
+optdb.register("onnx_stack_scalar_calls", StackScalarCalls(), "onnx", position=2.5)
 optdb["specialize"].register("onnx_channel_convolution", channel_convolution, "onnx")
 optdb["specialize"].register("onnx_flatten_own_batch", flatten_own_batch, "onnx")
 optdb["specialize"].register("onnx_max_pooling", max_pooling, "onnx")

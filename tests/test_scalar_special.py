@@ -165,3 +165,40 @@ def test_erfc_tail_and_erfcx_of_negatives_to_a_few_ulp_of_mpmath():
     ulp = np.finfo(float).eps
     assert np.max(np.abs(erfc / exact_erfc - 1)) < 4 * ulp
     assert np.max(np.abs(erfcx / exact_erfcx - 1)) < 4 * ulp
+
+
+def _node_count(outputs, inputs):
+    from pt_onnxscript import export_onnx
+
+    return len(export_onnx((inputs, outputs)).graph.node)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1)])
+def test_independent_calls_of_a_decomposed_function_run_as_one(shape, monkeypatch):
+    """A PyMC logp calls gammaln on (nu + 1) / 2 and on nu / 2 (its gradient digamma on
+    both), of shape (1,) once broadcast: such calls become one call on the vector of their
+    arguments (fewer nodes), with the same values; float64 erf (a decomposition) too."""
+    from pt_onnxscript.rewrites import StackScalarCalls
+
+    nu = pt.tensor("nu", shape=shape)
+    outputs = [
+        pt.gammaln((nu + 1) / 2) - pt.gammaln(nu / 2),
+        pt.psi((nu + 1) / 2) * pt.psi(nu / 2),
+        pt.erf(nu) + pt.erf(2 * nu),
+    ]
+    for value in (0.3, 3.5, 40.0):
+        compare_onnx_and_py([nu], outputs, [np.full(shape, value)], rtol=1e-13)
+    stacked = _node_count(outputs, [nu])
+    monkeypatch.setattr(StackScalarCalls, "apply", lambda self, fgraph: None)
+    assert stacked < _node_count(outputs, [nu]) * 0.7
+
+
+def test_calls_that_read_each_other_are_not_stacked():
+    """gammaln(gammaln(x)) stays two calls, and calls of two functions that feed each other
+    across (gammaln -> digamma, digamma -> gammaln) are stacked only where that makes no
+    cycle; the values are the same."""
+    x, y = pt.dscalar("x"), pt.dscalar("y")
+    a = pt.gammaln(x)
+    c = pt.psi(y)
+    outputs = [pt.gammaln(a + 3), pt.psi(a), pt.gammaln(c + 5), a * c]
+    compare_onnx_and_py([x, y], outputs, [np.array(2.5), np.array(4.0)], rtol=1e-13)
