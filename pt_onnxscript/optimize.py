@@ -123,9 +123,10 @@ class LeadingUnsqueezeBroadcast(RewriteRuleClassBase):
             return check.fail("the Unsqueeze adds dims other than leading ones")
         if len(x.shape) < rank:
             return check.fail("the other operand's rank is lower")
+        column = len(x.shape) >= 2 and x.shape[-1] == 1 and any(d != 1 for d in x.shape.dims)
         wide = len(y.shape) > 0 and isinstance(y.shape[-1], int) and y.shape[-1] > 1
-        if len(y.shape) < len(x.shape) and x.shape[-1] == 1 and not wide:
-            # y may be a scalar: ONNX Runtime broadcasts a lower-rank scalar against a column
+        if column and len(y.shape) < 2 and not wide:
+            # y may be a scalar: ONNX Runtime broadcasts a 0-d or 1-d scalar against a column
             # one element per call (match_scalar_ranks).
             return check.fail("a possible scalar against a column")
         return check
