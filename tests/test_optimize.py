@@ -283,6 +283,28 @@ def test_a_scalar_against_a_column_keeps_the_column_rank(rng):
         np.testing.assert_array_equal(value, expected)
 
 
+def test_a_gather_of_constants_past_64_entries_is_folded(rng, caplog):
+    """onnx's reference GatherElements (np.choose) fails past 64 entries along its axis: the
+    export logged "Evaluation failed" and every call gathered the constant positions of a
+    write at constant indices (PyMC's gradient of theta[group]). They are folded."""
+    import logging
+
+    v = pt.vector("v")
+    index = rng.integers(-1000, 1000, 5000)
+    outputs = [pt.inc_subtensor(pt.zeros(1000)[index], v), pt.zeros(1000)[index] + v]
+    with caplog.at_level(logging.WARNING):
+        model = export_onnx(([v], outputs))
+    assert "Evaluation failed" not in caplog.text
+    constants = {init.name for init in model.graph.initializer}
+    gathers_of_constants = [
+        node.name
+        for node in model.graph.node
+        if node.op_type == "GatherElements" and set(node.input) <= constants
+    ]
+    assert gathers_of_constants == []
+    compare_onnx_and_py([v], outputs, [rng.normal(size=5000)])
+
+
 def test_a_fold_that_leaves_nothing_to_do_is_not_repeated(monkeypatch, rng):
     """Shapes of static dims fold to Constants that their readers use in the same pass (the
     pass does not visit the nodes it puts in): sorting a matrix of static shape is folded
