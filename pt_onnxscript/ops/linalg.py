@@ -287,14 +287,16 @@ def _padded_panel(g, a, n, total, start, width: int):
 
 def _stacked_rows(g, x, count, batch, height: int, columns, rank: int):
     """The matrices (..., count height, C) whose blocks of `height` rows a Loop stacked as its
-    scan output `x` (count, ..., height, C), C given by the 1-element `columns` (an ONNX
+    scan output `x` (count, ..., height, C), C given by the 1-element `columns`; with
+    `columns` None, the vectors (..., count height) of blocks (count, ..., height) (an ONNX
     Runtime Loop that ran no step stacks to shape (0,))."""
     first = _int(g, [0])
-    shape = g.Concat(g.Unsqueeze(count, first), batch, _int(g, [height]), columns, axis=0)
+    tail = [] if columns is None else [columns]
+    shape = g.Concat(g.Unsqueeze(count, first), batch, _int(g, [height]), *tail, axis=0)
     x = g.Reshape(x, shape, allowzero=1)
-    x = g.Transpose(x, perm=[*range(1, rank - 1), 0, rank - 1, rank])
+    x = g.Transpose(x, perm=[*range(1, rank - 1), 0, rank - 1, *([rank] if tail else [])])
     rows = g.Unsqueeze(g.Mul(count, _int(g, height)), first)
-    return g.Reshape(x, g.Concat(batch, rows, columns, axis=0), allowzero=1)
+    return g.Reshape(x, g.Concat(batch, rows, *tail, axis=0), allowzero=1)
 
 
 def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
@@ -514,16 +516,8 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
         stacked=[onnx_dtype(dtype), int64, int64],
     )
     packed = _stacked_rows(g, finished, count, batch, block, g.Unsqueeze(total, top), rank)
-    perm = g.Squeeze(_stacked_rows(g, perm, count, batch, block, _int(g, [1]), rank), _int(g, [-1]))
-    order = [*range(1, rank - 1), 0, rank - 1]
-    pivot_rows = g.Reshape(
-        pivot_rows, g.Concat(g.Unsqueeze(count, top), batch, width, axis=0), allowzero=1
-    )
-    ipiv = g.Reshape(
-        g.Transpose(pivot_rows, perm=order),
-        g.Concat(batch, g.Unsqueeze(total, top), axis=0),
-        allowzero=1,
-    )
+    perm = _stacked_rows(g, perm, count, batch, block, None, rank)  # each step's (..., block, 1)
+    ipiv = _stacked_rows(g, pivot_rows, count, batch, block, None, rank)
     first = g.Unsqueeze(n, top)
     packed = g.Slice(packed, _int(g, [0, 0]), g.Concat(first, first, axis=0), _int(g, [-2, -1]))
     ipiv = g.Slice(ipiv, top, first, _int(g, [-1]))
