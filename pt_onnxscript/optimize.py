@@ -270,10 +270,11 @@ class _FoldConstants(_constant_folding.FoldConstantsPass):
         super().replace_node(node, replacement, root)
 
     def process_node(self, node: ir.Node, is_function: bool):
-        folded = None
-        if node.op_type == "GatherElements" and node.domain in ("", "ai.onnx"):
-            folded = None if is_function else self._gather_elements(node)
-        return folded if folded is not None else super().process_node(node, is_function)
+        if node.op_type == "GatherElements" and node.domain in ("", "ai.onnx") and not is_function:
+            folded = self._gather_elements(node)
+            if folded is not None:
+                return folded
+        return super().process_node(node, is_function)
 
     def _gather_elements(self, node: ir.Node):
         """A GatherElements of constants folded with NumPy, within the pass's size limits: onnx's
