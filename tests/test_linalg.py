@@ -374,15 +374,12 @@ def test_cholesky_and_solves_of_several_default_blocks(n, rng):
     np.testing.assert_allclose(value @ got[2], rhs, rtol=0, atol=1e-7 * np.abs(rhs).max())
 
 
-def _scalars_against_columns(model, feeds, tmp_path):
-    """The elementwise nodes that ONNX Runtime ran on an (..., n, 1) column, n > 1, with a 0-d
-    or 1-d operand of one element (a broadcast it makes one call per element; a (1, 1) one
-    is fast)."""
+def _executed_nodes(model, feeds, tmp_path):
+    """(op type, input shapes) of each node ONNX Runtime ran for `feeds`, from its profile
+    (Loop bodies included)."""
     import json
 
     import onnxruntime as ort
-
-    from pt_onnxscript.optimize import ELEMENTWISE
 
     options = ort.SessionOptions()
     options.enable_profiling = True
@@ -393,15 +390,30 @@ def _scalars_against_columns(model, feeds, tmp_path):
     session.run(None, feeds)
     with open(session.end_profiling()) as file:
         events = json.load(file)
+    return [
+        (
+            event["args"]["op_name"],
+            [next(iter(shape.values())) for shape in event["args"]["input_type_shape"]],
+        )
+        for event in events
+        if event.get("cat") == "Node" and "op_name" in event["args"]
+    ]
+
+
+def _scalars_against_columns(model, feeds, tmp_path):
+    """The elementwise nodes that ONNX Runtime ran on an (..., n, 1) column, n > 1, with a 0-d
+    or 1-d operand of one element (a broadcast it makes one call per element; a (1, 1) one
+    is fast)."""
+    from pt_onnxscript.optimize import ELEMENTWISE
+
     found = []
-    for event in events:
-        if event.get("cat") != "Node" or event["args"].get("op_name") not in ELEMENTWISE:
+    for op, shapes in _executed_nodes(model, feeds, tmp_path):
+        if op not in ELEMENTWISE:
             continue
-        shapes = [next(iter(shape.values())) for shape in event["args"]["input_type_shape"]]
         rank = max(len(shape) for shape in shapes)
         column = any(len(s) == rank >= 2 and s[-1] == 1 and np.prod(s) > 1 for s in shapes)
         if column and any(len(s) < 2 and np.prod(s) == 1 for s in shapes):
-            found.append((event["name"], shapes))
+            found.append((op, shapes))
     return found
 
 
@@ -425,6 +437,25 @@ def test_column_operations_meet_no_lower_rank_scalar(batch, rng, tmp_path):
         model = export_onnx((inputs, outputs))
         feeds = {var.name: value for var, value in zip(inputs, values, strict=True)}
         assert _scalars_against_columns(model, feeds, tmp_path) == []
+
+
+def test_block_inverses_run_no_matmul_of_one_by_one_stacks(rng, tmp_path):
+    """The triangular solves invert their diagonal blocks by doubling from 1 x 1 blocks: that
+    first product is elementwise, since ONNX Runtime's MatMul runs one GEMM per matrix of a
+    stack; and the identity completing the last block is padded in, not a Where over all the
+    blocks."""
+    a, b = pt.matrix("a"), pt.vector("b")
+    x = solve_triangular(a, b, lower=True, b_ndim=1)
+    factor, rhs = np.linalg.cholesky(spd(rng, 70, ())), rng.normal(size=70)
+    compare_onnx_and_py([a, b], x, [factor, rhs])
+    executed = _executed_nodes(export_onnx(([a, b], [x])), {"a": factor, "b": rhs}, tmp_path)
+    stacks = [
+        shapes
+        for op, shapes in executed
+        if op == "MatMul" and any(s[-2:] == [1, 1] and np.prod(s) > 1 for s in shapes)
+    ]
+    assert stacks == []
+    assert [shapes for op, shapes in executed if op == "Where" and max(map(len, shapes)) > 2] == []
 
 
 def _lu_inputs(rng, n, batch=()):
