@@ -450,11 +450,16 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
     n = _size(g, a)
     total = g.Mul(g.Div(g.Add(n, _int(g, block - 1)), _int(g, block)), _int(g, block))
     extra = g.Unsqueeze(g.Sub(total, n), _int(g, [0]))
-    padded = pad_zeros(g, pad_zeros(g, a, -2, after=extra), -1, after=extra)
-    index = _positions(g, total)
-    padding = g.And(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index), g.GreaterOrEqual(index, n))
-    padded = g.Add(padded, g.Cast(padding, to=onnx_dtype(dtype)))  # ones: pivots of 1, no swap
     batch = g.Shape(a, start=0, end=-2)
+    # The rows past n are zeros and an identity (pivots of 1, no swap): built apart from `a`,
+    # so no pass over the whole matrix makes them.
+    ones = g.Slice(
+        constant(g, np.eye(block), dtype), _int(g, [0, 0]), g.Concat(extra, extra, axis=0)
+    )
+    below = pad_zeros(g, ones, -1, before=g.Unsqueeze(n, _int(g, [0])))
+    below = g.Expand(below, g.Concat(batch, g.Shape(below), axis=0))
+    padded = g.Concat(pad_zeros(g, a, -1, after=extra), below, axis=-2)
+    index = _positions(g, total)
     top = _int(g, [0])
     width = _int(g, [block])
     end = _int(g, [_END])
