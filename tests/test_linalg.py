@@ -1,3 +1,5 @@
+import collections
+
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
@@ -456,6 +458,35 @@ def test_block_inverses_run_no_matmul_of_one_by_one_stacks(rng, tmp_path):
     ]
     assert stacks == []
     assert [shapes for op, shapes in executed if op == "Where" and max(map(len, shapes)) > 2] == []
+
+
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_lu_panels_work_on_rows(batch, rng, tmp_path):
+    """LU's pivot search and rank-1 updates run on its panels transposed: no column of a
+    panel taller than a block is sliced or searched (ONNX Runtime slices a (H, 1) column
+    element by element and broadcasts scalars against it one element per call)."""
+    from pt_onnxscript.ops.linalg import BLOCK
+    from pt_onnxscript.optimize import ELEMENTWISE
+
+    a = pt.tensor("a", shape=(None,) * (len(batch) + 2))
+    values = rng.normal(size=(*batch, 70, 70))
+    outputs = [*pt.linalg.lu_factor(a)]
+    compare_onnx_and_py([a], outputs, [values])
+    executed = _executed_nodes(export_onnx(([a], outputs)), {"a": values}, tmp_path)
+    searched = {*ELEMENTWISE, "ArgMin", "ReduceMax"}
+    columns = [
+        (op, shapes)
+        for op, shapes in executed
+        if op in searched and any(len(s) >= 2 and s[-2] > BLOCK and s[-1] == 1 for s in shapes)
+    ]
+    assert columns == []
+    # A panel (..., H, BLOCK) is sliced a few times per step (its rows), not once per column.
+    panels = collections.Counter(
+        tuple(shapes[0])
+        for op, shapes in executed
+        if op == "Slice" and shapes[0][-1] == BLOCK and shapes[0][-2] > BLOCK
+    )
+    assert panels and max(panels.values()) < BLOCK
 
 
 def _lu_inputs(rng, n, batch=()):
