@@ -489,6 +489,39 @@ def test_lu_panels_work_on_rows(batch, rng, tmp_path):
     assert panels and max(panels.values()) < BLOCK
 
 
+@pytest.mark.parametrize("block", [1, 2, 8, 32])
+def test_doubling_entries_hold_each_steps_blocks(block, rng):
+    """triangular_inverse reads the diagonal and every doubling step's block C with one Gather
+    of these positions: the doubling run on them in NumPy gives the inverse."""
+    from pt_onnxscript.ops.linalg import _doubling_entries
+
+    t = np.tril(rng.normal(size=(block, block))) + 4 * np.eye(block)
+    entries = t.reshape(-1)[_doubling_entries(block)]
+    inverse = [np.array([[1 / d]]) for d in entries[:block]]
+    offset, size = block, 1
+    while size < block:
+        pairs = block // (2 * size)
+        c = entries[offset : offset + pairs * size * size].reshape(pairs, size, size)
+        offset += pairs * size * size
+        inverse = [
+            np.block([[a, np.zeros((size, size))], [-d @ c[p] @ a, d]])
+            for p, (a, d) in enumerate(zip(inverse[0::2], inverse[1::2], strict=True))
+        ]
+        size *= 2
+    assert offset == len(entries)
+    np.testing.assert_allclose(inverse[0], np.linalg.inv(t), rtol=1e-12, atol=1e-14)
+
+
+def test_block_inverses_gather_once():
+    """The diagonal blocks' inverses read the blocks with one Gather for all doubling steps
+    (two reads of the matrix in all, with the blocks' own GatherElements), not a Gather and a
+    GatherElements per step."""
+    a, b = pt.matrix("a"), pt.vector("b")
+    model = export_onnx(([a, b], [solve_triangular(a, b, lower=True, b_ndim=1)]))
+    gathers = [node.op_type for node in model.graph.node if node.op_type.startswith("Gather")]
+    assert len(gathers) <= 4, gathers
+
+
 def _lu_inputs(rng, n, batch=()):
     """A general matrix, a singular one (a zero column: pivots of exactly zero, elimination
     skipped) and an ill-conditioned one."""

@@ -160,34 +160,52 @@ def _triangular_blocks(g, a, n, count, block: int, dtype: str, unit_diagonal: bo
     return g.Add(blocks, eye) if unit_diagonal else blocks
 
 
+def _doubling_entries(block: int) -> np.ndarray:
+    """The positions in a flattened `block` x `block` matrix of its diagonal, then of the
+    blocks C that each doubling step of triangular_inverse joins, row by row."""
+    entries = [i * (block + 1) for i in range(block)]
+    size = 1
+    while size < block:
+        for p in range(block // (2 * size)):
+            top = 2 * p * size
+            entries += [
+                (top + size + r) * block + top + c for r in range(size) for c in range(size)
+            ]
+        size *= 2
+    return np.array(entries, np.int64)
+
+
 def triangular_inverse(g, t, block: int):
     """The inverses of lower-triangular matrices `t` (..., block, block), `block` a power of 2,
     by doubling: from the 1 x 1 diagonal blocks' inverses, each step inverts blocks twice as
-    large, [[A, 0], [C, D]]^-1 = [[A^-1, 0], [-D^-1 C A^-1, D^-1]], for all of them at once."""
+    large, [[A, 0], [C, D]]^-1 = [[A^-1, 0], [-D^-1 C A^-1, D^-1]], for all of them at once.
+    The diagonal and every step's C are read from `t` by one Gather."""
     batch = g.Shape(t, start=0, end=-2)
-    diagonal = _diagonal(g, t, _int(g, np.arange(block)))
+    entries = g.Gather(
+        g.Reshape(t, g.Concat(batch, _int(g, [block * block]), axis=0), allowzero=1),
+        _int(g, _doubling_entries(block)),
+        axis=-1,
+    )
+    diagonal = g.Slice(entries, _int(g, [0]), _int(g, [block]), _int(g, [-1]))
     inverse = g.Unsqueeze(g.Reciprocal(diagonal), _int(g, [-1, -2]))  # (..., block, 1, 1)
-    size = 1
+    joined = g.Neg(g.Slice(entries, _int(g, [block]), _int(g, [_END]), _int(g, [-1])))  # -C
+    size, offset = 1, 0
     while size < block:
         pairs = block // (2 * size)
-        lower_rows = np.array(
-            [2 * p * size + size + r for p in range(pairs) for r in range(size)], np.int64
-        )
-        rows = g.Reshape(
-            g.Gather(t, _int(g, lower_rows), axis=-2),
-            g.Concat(batch, _int(g, [pairs, size, block]), axis=0),
+        shape = g.Concat(batch, _int(g, [pairs, size, size]), axis=0)
+        end = offset + pairs * size * size
+        minus_c = g.Reshape(
+            g.Slice(joined, _int(g, [offset]), _int(g, [end]), _int(g, [-1])),
+            shape,
             allowzero=1,
         )
-        columns = np.arange(pairs)[:, None, None] * 2 * size + np.arange(size)
-        columns = np.broadcast_to(columns, (pairs, size, size)).astype(np.int64)
-        shape = g.Concat(batch, _int(g, [pairs, size, size]), axis=0)
-        c = g.GatherElements(rows, g.Expand(_int(g, columns), shape), axis=-1)
+        offset = end
         a_inv = g.Slice(inverse, _int(g, [0]), _int(g, [block]), _int(g, [-3]), _int(g, [2]))
         d_inv = g.Slice(inverse, _int(g, [1]), _int(g, [block]), _int(g, [-3]), _int(g, [2]))
         if size == 1:  # not MatMul: ONNX Runtime runs one GEMM per 1 x 1 matrix, ~0.2 us each
-            corner = g.Neg(g.Mul(g.Mul(d_inv, c), a_inv))
+            corner = g.Mul(g.Mul(d_inv, minus_c), a_inv)
         else:
-            corner = g.Neg(g.MatMul(g.MatMul(d_inv, c), a_inv))
+            corner = g.MatMul(g.MatMul(d_inv, minus_c), a_inv)
         zeros = g.Expand(g.CastLike(_int(g, 0), t), shape)
         top = g.Concat(a_inv, zeros, axis=-1)
         bottom = g.Concat(corner, d_inv, axis=-1)
