@@ -79,7 +79,8 @@ def _qr_outputs(a, mode):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_qr_like_scipy(mode, dtype, rng):
     a = pt.matrix("a", dtype=dtype)
-    shapes = [(0, 0), (1, 1), (4, 4), (6, 3), (3, 6), (5, 0)]
+    # Past 16 columns, several panels (QR_BLOCK): 40 x 23 and 23 x 40 end in a partial one.
+    shapes = [(0, 0), (1, 1), (4, 4), (6, 3), (3, 6), (5, 0), (40, 23), (23, 40), (33, 33)]
     cases = [[rng.normal(size=shape).astype(dtype)] for shape in shapes]
     tol = RTOL[dtype]
     compare_onnx_and_py(
@@ -95,6 +96,12 @@ def test_qr_of_zero_columns(mode, rng):
     outs = _qr_outputs(a, mode)
     compare_onnx_and_py([a], outs, [zero_column], rtol=1e-10, atol=1e-12)
     compare_onnx_and_py([a], outs, [-np.eye(3)], rtol=1e-12, atol=1e-12)
+    # Identity reflectors in a later panel, and a triangular matrix (all of them).
+    wide = rng.normal(size=(30, 40))
+    wide[:, [17, 20]] = 0.0
+    wide[25:, 22] = 0.0
+    compare_onnx_and_py([a], outs, [wide], rtol=1e-10, atol=1e-12)
+    compare_onnx_and_py([a], outs, [np.triu(rng.normal(size=(35, 35)))], rtol=1e-10, atol=1e-12)
 
 
 def test_qr_of_rank_deficient_and_ill_conditioned_matrices(rng):
@@ -113,7 +120,43 @@ def test_qr_batched_with_symbolic_shapes(rng):
     a = pt.tensor3("a")
     q, r = pt.linalg.qr(a, mode="economic")
     value = rng.normal(size=(3, 5, 4))
-    compare_onnx_and_py([a], [q, r], [value], rtol=1e-11, atol=1e-12)
+    more = [[rng.normal(size=(2, 40, 21))], [rng.normal(size=(2, 21, 40))]]
+    compare_onnx_and_py([a], [q, r], [value], more_inputs=more, rtol=1e-10, atol=1e-12)
+
+
+def test_qr_updates_the_matrix_by_panels(rng, tmp_path):
+    """geqrf's blocking: a column's reflector is applied to its panel only, the rest of the
+    matrix takes a panel's reflectors at once (MatMuls), so fewer nodes than columns ever
+    read the whole matrix."""
+    import json
+
+    import onnxruntime as ort
+
+    from pt_onnxscript import export_onnx
+
+    a = pt.matrix("a")
+    value = rng.normal(size=(50, 30))
+    compare_onnx_and_py([a], list(pt.linalg.qr(a)), [value], rtol=1e-10, atol=1e-12)
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(tmp_path / "profile")
+    model = export_onnx(([a], list(pt.linalg.qr(a))))
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    session.run(None, {"a": value})
+    with open(session.end_profiling()) as file:
+        events = json.load(file)
+    whole = [
+        event["args"]["op_name"]
+        for event in events
+        if event.get("cat") == "Node"
+        and any(
+            next(iter(shape.values()))[-2:] in ([50, 30], [50, 32])
+            for shape in event["args"].get("input_type_shape", [])
+        )
+    ]
+    assert len(whole) < 30, whole
 
 
 def test_qr_of_no_rows_like_numpy():
