@@ -358,6 +358,46 @@ def test_svd_batched(rng):
     compare_onnx_and_py([a], _svd_checks(a, False), [value], rtol=1e-11, atol=1e-12)
 
 
+def _carried_gathers(model):
+    """The axes of the Gathers in the Jacobi rounds' Loop bodies that read a carried state
+    (the matrices a round rotates)."""
+    import onnx
+
+    found = []
+
+    def walk(graph):
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type != onnx.AttributeProto.GRAPH:
+                    continue
+                body = attribute.g
+                carried = {value.name for value in body.input[2:]}
+                for inner in body.node if body.name.startswith("jacobi_round") else ():
+                    if inner.op_type == "Gather" and inner.input[0] in carried:
+                        axis = next((a.i for a in inner.attribute if a.name == "axis"), 0)
+                        found.append(axis)
+                walk(body)
+
+    walk(model.graph)
+    return found
+
+
+def test_jacobi_rotates_rows(rng):
+    """eigh's two-sided rotations and SVD's one-sided ones rotate rows only (J^T A J as
+    J^T (J^T A)^T; a^T, V^T kept transposed): ONNX Runtime gathers whole rows, columns
+    element by element."""
+    from pt_onnxscript import export_onnx
+
+    a = pt.matrix("a")
+    values, vectors = pt.linalg.eigh(a)
+    u, s, vt = pt.linalg.svd(a)
+    for outputs in ([values, vectors], [u, s, vt]):
+        axes = _carried_gathers(export_onnx(([a], outputs)))
+        assert axes and set(axes) == {-2}, axes
+    m = rng.normal(size=(9, 9))
+    compare_onnx_and_py([a], [values, pt.abs(vectors)], [m + m.T], rtol=1e-10, atol=1e-12)
+
+
 def test_pinv(rng):
     a = pt.matrix("a")
     cases = [[rng.normal(size=shape)] for shape in [(4, 4), (6, 3), (3, 6), (0, 3)]]

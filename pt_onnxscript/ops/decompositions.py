@@ -341,12 +341,16 @@ def _columns_in_order(g, x, order):
     return g.GatherElements(x, g.Expand(g.Unsqueeze(order, _int(g, [-2])), shape), axis=-1)
 
 
-def jacobi_eigen(g, a, dtype: str, with_vectors: bool = True):
+def jacobi_eigen(g, a, dtype: str, rank: int, with_vectors: bool = True):
     """The eigenvalues (..., n), ascending, and, if `with_vectors`, the eigenvectors (..., n,
-    n) of the symmetric matrices `a`, by cyclic Jacobi rotations in round-robin order (each
-    round rotates n/2 disjoint pairs at once, on both sides) until the off-diagonal norm is
-    at most n eps times the norm; and flags (..) of the matrices that did not converge in
-    MOST_SWEEPS."""
+    n) of the symmetric matrices `a` of rank `rank`, by cyclic Jacobi rotations in
+    round-robin order (each round rotates n/2 disjoint pairs at once, on both sides) until the
+    off-diagonal norm is at most n eps times the norm; and flags (..) of the matrices that did
+    not converge in MOST_SWEEPS.
+
+    Every rotation is of rows: J^T A J is J^T (J^T A)^T for a symmetric A, and the
+    eigenvectors are kept transposed (V^T J^T ... ), since ONNX Runtime gathers whole rows
+    where it gathers columns element by element."""
     n = _dim(g, a, -1)
     a, size = _even(g, a, n, [-2, -1])
     tolerance = _tolerance(g, n, dtype)
@@ -356,7 +360,7 @@ def jacobi_eigen(g, a, dtype: str, with_vectors: bool = True):
         off_norm, norm = _off_diagonal(g, a, off)
         return g.Greater(off_norm, g.Mul(tolerance, norm))
 
-    def one_round(g, pairs, a, *v):
+    def one_round(g, pairs, a, *vt):
         p, q, _ = pairs
         d = diagonal(g, a)
         rows = g.Gather(a, p, axis=-2)
@@ -365,8 +369,8 @@ def jacobi_eigen(g, a, dtype: str, with_vectors: bool = True):
         a_pq = g.Squeeze(g.GatherElements(rows, index, axis=-1), _int(g, [-1]))
         c, s = _rotation(g, g.Gather(d, p, axis=-1), g.Gather(d, q, axis=-1), a_pq, dtype)
         rotations = _rotations(g, pairs, c, s)
-        a = _rotate(g, _rotate(g, a, rotations, -2), rotations, -1)
-        return [a, *(_rotate(g, x, rotations, -1) for x in v)]
+        half = swap_last(g, _rotate(g, a, rotations, -2), rank)
+        return [_rotate(g, x, rotations, -2) for x in (half, *vt)]
 
     vectors = [_square_identity(g, a, size, dtype)] if with_vectors else []
     (a, *vectors), failed = _sweeps(g, [a, *vectors], size, one_round, unconverged)
@@ -374,7 +378,8 @@ def jacobi_eigen(g, a, dtype: str, with_vectors: bool = True):
     values, order = _sorted(g, diagonal(g, a), n, largest=0)
     if not with_vectors:
         return values, None, failed
-    return values, _columns_in_order(g, _leading(g, vectors[0], n, -2), order), failed
+    vectors = swap_last(g, vectors[0], rank)
+    return values, _columns_in_order(g, _leading(g, vectors, n, -2), order), failed
 
 
 def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: bool = True):
@@ -393,30 +398,35 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
     zero = constant(g, 0, dtype)
     off = g.Not(_diagonal_mask(g, size))
 
-    def unconverged(g, x):
-        gram = g.MatMul(swap_last(g, x, rank), x)
+    # a's columns and V's are rotated as the rows of a^T and V^T: ONNX Runtime gathers whole
+    # rows where it gathers columns element by element.
+    def unconverged(g, xt):
+        gram = g.MatMul(xt, swap_last(g, xt, rank))
         norms = diagonal(g, gram)
         bound = g.Mul(tolerance, _outer(g, norms, norms))
         worse = g.And(off, g.Greater(g.Mul(gram, gram), bound))
         flags = g.Cast(worse, to=onnx_dtype("uint8"))
         return g.Cast(g.ReduceMax(flags, _int(g, [-2, -1]), keepdims=0), to=onnx_dtype("bool"))
 
-    def one_round(g, pairs, x, *v):
-        x_p, x_q = g.Gather(x, pairs[0], axis=-1), g.Gather(x, pairs[1], axis=-1)
-        rows = _int(g, [-2])
-        a_pp = g.ReduceSumSquare(x_p, rows, keepdims=0)
-        a_qq = g.ReduceSumSquare(x_q, rows, keepdims=0)
-        a_pq = g.ReduceSum(g.Mul(x_p, x_q), rows, keepdims=0)
+    def one_round(g, pairs, xt, *vt):
+        x_p, x_q = g.Gather(xt, pairs[0], axis=-2), g.Gather(xt, pairs[1], axis=-2)
+        columns = _int(g, [-1])
+        a_pp = g.ReduceSumSquare(x_p, columns, keepdims=0)
+        a_qq = g.ReduceSumSquare(x_q, columns, keepdims=0)
+        a_pq = g.ReduceSum(g.Mul(x_p, x_q), columns, keepdims=0)
         rotations = _rotations(g, pairs, *_rotation(g, a_pp, a_qq, a_pq, dtype))
-        return [_rotate(g, y, rotations, -1) for y in (x, *v)]
+        return [_rotate(g, y, rotations, -2) for y in (xt, *vt)]
 
     vectors = [_square_identity(g, x, size, dtype)] if with_vectors else []
-    (x, *vectors), failed = _sweeps(g, [x, *vectors], size, one_round, unconverged)
+    state = [swap_last(g, x, rank), *vectors]
+    (xt, *vectors), failed = _sweeps(g, state, size, one_round, unconverged)
+    x = swap_last(g, xt, rank)
     norms = g.Sqrt(g.ReduceSumSquare(x, _int(g, [-2]), keepdims=0))
     values, order = _sorted(g, norms, n, largest=1)
     singular = _leading(g, values, k, -1)
     if not with_vectors:
         return singular, None, None, failed
+    vectors = [swap_last(g, vectors[0], rank)]
     v = _columns_in_order(g, _leading(g, vectors[0], n, -2), order)
     scale = g.Where(g.Equal(values, zero), zero, g.Reciprocal(values))
     u = g.Mul(
@@ -483,7 +493,7 @@ def _symmetric_eigen(g, node, inputs, with_vectors: bool, variables=None):
     non_finite = _non_finite(g, a) if not b else g.Or(_non_finite(g, a), _non_finite(g, b[0]))
     a = symmetric(g, a, _lower(op), rank)
     if not b:
-        values, vectors, failed = jacobi_eigen(g, a, dtype, with_vectors)
+        values, vectors, failed = jacobi_eigen(g, a, dtype, rank, with_vectors)
         outputs = _guarded(
             g, [values, vectors], failed, np.linalg.LinAlgError, "eigh did not converge"
         )
@@ -492,7 +502,7 @@ def _symmetric_eigen(g, node, inputs, with_vectors: bool, variables=None):
     half = solve_triangular(g, factor, a, dtype, True, False, size=size)
     reduced = solve_triangular(g, factor, swap_last(g, half, rank), dtype, True, False, size=size)
     values, vectors, failed = jacobi_eigen(
-        g, symmetric(g, reduced, True, rank), dtype, with_vectors
+        g, symmetric(g, reduced, True, rank), dtype, rank, with_vectors
     )
     if with_vectors:
         upper = swap_last(g, factor, rank)
@@ -662,7 +672,7 @@ def pinv(g, node, a):
     a = _as_output_dtype(g, node, a)
     if op.hermitian:
         a = symmetric(g, a, True, rank)
-        values, u, failed = jacobi_eigen(g, a, dtype)
+        values, u, failed = jacobi_eigen(g, a, dtype, rank)
         (values,) = _guarded(g, [values], failed, np.linalg.LinAlgError, "eigh did not converge")
         # LAPACK's eigenvalues of a matrix with NaN or infinite entries are NaN: so is pinv.
         bad = g.Or(g.IsNaN(a), g.IsInf(a))

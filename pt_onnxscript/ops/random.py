@@ -1111,7 +1111,7 @@ def _covariance_factor(g, node, cov):
         factor = lower_factor(g, cov, "float64", True, rank, node.inputs[3].type.shape[-1])
         return factor, [(g.IsNaN(factor), LinAlgError, "Matrix is not positive definite")]
     if method == "eigh":
-        values, vectors, failed = jacobi_eigen(g, symmetric(g, cov, True, rank), "float64")
+        values, vectors, failed = jacobi_eigen(g, symmetric(g, cov, True, rank), "float64", rank)
         message = "Eigenvalues did not converge"
     else:
         values, vectors, _, failed = jacobi_svd(g, cov, "float64", rank, full=False)
