@@ -398,6 +398,29 @@ def test_jacobi_rotates_rows(rng):
     compare_onnx_and_py([a], [values, pt.abs(vectors)], [m + m.T], rtol=1e-10, atol=1e-12)
 
 
+def test_jacobi_rounds_read_their_pairings():
+    """The round robin's pairings are tables made once; a round reads its row of each (no
+    round computes its pairs: a Mod, a ScatterElements and their index arithmetic)."""
+    import onnx
+
+    from pt_onnxscript import export_onnx
+
+    a = pt.matrix("a")
+    model = export_onnx(([a], list(pt.linalg.eigh(a))))
+    rounds = []
+
+    def walk(graph):
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    if attribute.g.name.startswith("jacobi_round"):
+                        rounds.append({inner.op_type for inner in attribute.g.node})
+                    walk(attribute.g)
+
+    walk(model.graph)
+    assert rounds and all(not ops & {"Mod", "ScatterElements"} for ops in rounds), rounds
+
+
 def test_pinv(rng):
     a = pt.matrix("a")
     cases = [[rng.normal(size=shape)] for shape in [(4, 4), (6, 3), (3, 6), (0, 3)]]

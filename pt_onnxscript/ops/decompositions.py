@@ -232,24 +232,28 @@ def qr(g, node, a):
 MOST_SWEEPS = 60
 
 
-def _round_robin(g, r, m):
-    """Round `r` of the round-robin pairing of players 0..m (m odd): pairs (p_i, q_i),
-    i < (m + 1) / 2, that together touch every player once (m rounds pair every two), and
-    where each player is in (p, q) concatenated."""
+def _round_robin(g, m):
+    """The round-robin pairings of players 0..m (m odd, or -1: none) as tables by round
+    r < m, so a round reads its row of each instead of computing it: the pairs (p_i, q_i),
+    i < h = (m + 1) / 2, that together touch every player once (the m rounds pair every
+    two), (m, h) each; each player's position in (p, q) concatenated, and its partner,
+    (m, m + 1) each."""
+    rounds = g.Unsqueeze(_positions(g, g.Max(m, _int(g, 0))), _int(g, [-1]))
     i = _positions(g, g.Div(g.Add(m, _int(g, 1)), _int(g, 2)))
-    p = g.Mod(g.Add(r, i), m)
-    q = g.Where(g.Equal(i, _int(g, 0)), m, g.Mod(g.Sub(r, i), m))
-    order = g.Concat(p, q, axis=0)
-    back = g.ScatterElements(order, order, _positions(g, _dim(g, order, 0)), axis=0)
-    return p, q, back
+    p = g.Mod(g.Add(rounds, i), m)
+    q = g.Where(g.Equal(i, _int(g, 0)), m, g.Mod(g.Sub(rounds, i), m))
+    order = g.Concat(p, q, axis=-1)
+    places = g.Expand(_positions(g, _dim(g, order, -1)), g.Shape(order))
+    back = g.ScatterElements(order, order, places, axis=-1)
+    partner = g.GatherElements(g.Concat(q, p, axis=-1), back, axis=-1)
+    return p, q, back, partner
 
 
 def _rotations(g, pairs, c, s):
-    """The Jacobi rotations (c, s: (..., h)) of a round's `pairs` (`_round_robin`) spread over
-    every index i: its partner, and the factors of x_i and x_partner in its new value (c and
-    -s for p_k, c and s for q_k)."""
-    p, q, back = pairs
-    partner = g.Gather(g.Concat(q, p, axis=0), back, axis=0)
+    """The Jacobi rotations (c, s: (..., h)) of a round's `pairs` (a row of each of
+    `_round_robin`'s tables) spread over every index i: its partner, and the factors of x_i
+    and x_partner in its new value (c and -s for p_k, c and s for q_k)."""
+    _, _, back, partner = pairs
     c_all = g.Gather(g.Concat(c, c, axis=-1), back, axis=-1)
     s_all = g.Gather(g.Concat(g.Neg(s), s, axis=-1), back, axis=-1)
     return partner, c_all, s_all
@@ -316,9 +320,10 @@ def _sweeps(g, state, players, one_round, unconverged):
     ``state = one_round(g, pairs, *state)``) while `unconverged(state[0])` holds for a matrix
     of the batch, at most MOST_SWEEPS; and the flags of the matrices still unconverged."""
     last = g.Sub(players, _int(g, 1))  # players 0..last, last odd (or -1: no player)
+    tables = _round_robin(g, last)
 
     def round_(g, r, *state):
-        return one_round(g, _round_robin(g, r, last), *state)
+        return one_round(g, [g.Gather(table, r, axis=0) for table in tables], *state)
 
     def sweep(g, k, *state):
         state = loop(g, g.Max(last, _int(g, 0)), list(state), round_, "jacobi_round")
@@ -361,7 +366,7 @@ def jacobi_eigen(g, a, dtype: str, rank: int, with_vectors: bool = True):
         return g.Greater(off_norm, g.Mul(tolerance, norm))
 
     def one_round(g, pairs, a, *vt):
-        p, q, _ = pairs
+        p, q, *_ = pairs
         d = diagonal(g, a)
         rows = g.Gather(a, p, axis=-2)
         shape = g.Concat(g.Shape(rows, end=-1), _int(g, [1]), axis=0)
