@@ -48,6 +48,32 @@ def assert_same(actual, expected, *, rtol=None, atol=None, what="output"):
         np.testing.assert_array_equal(actual, expected, err_msg=what)
 
 
+def executed_nodes(model: onnx.ModelProto, feeds: dict, directory) -> list[tuple[str, list]]:
+    """(op type, input shapes) of each node ONNX Runtime ran for `feeds`, Loop and If bodies
+    included, from its profile (written under `directory`): the shapes a translation's nodes
+    really meet, for tests of how the work is laid out (the profile's times are not usable:
+    profiling adds several us per node)."""
+    import json
+
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(Path(directory) / "profile")
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    session.run(None, feeds)
+    with open(session.end_profiling()) as file:
+        events = json.load(file)
+    return [
+        (
+            event["args"]["op_name"],
+            [next(iter(shape.values())) for shape in event["args"]["input_type_shape"]],
+        )
+        for event in events
+        if event.get("cat") == "Node" and "op_name" in event["args"]
+    ]
+
+
 def relative_error(got, expected):
     """Elementwise |got - expected| / |expected| (below the smallest normal float64, the absolute
     error over it); 0 where both are equal, infinities and NaNs included."""

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from pytensor.tensor.linalg import cho_solve, solve_triangular
 
 from pt_onnxscript import export_onnx
-from pt_onnxscript.testing import compare_onnx_and_py
+from pt_onnxscript.testing import compare_onnx_and_py, executed_nodes
 
 RTOL = {"float64": 1e-10, "float32": 2e-4}
 
@@ -376,32 +376,6 @@ def test_cholesky_and_solves_of_several_default_blocks(n, rng):
     np.testing.assert_allclose(value @ got[2], rhs, rtol=0, atol=1e-7 * np.abs(rhs).max())
 
 
-def _executed_nodes(model, feeds, tmp_path):
-    """(op type, input shapes) of each node ONNX Runtime ran for `feeds`, from its profile
-    (Loop bodies included)."""
-    import json
-
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.enable_profiling = True
-    options.profile_file_prefix = str(tmp_path / "profile")
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    session.run(None, feeds)
-    with open(session.end_profiling()) as file:
-        events = json.load(file)
-    return [
-        (
-            event["args"]["op_name"],
-            [next(iter(shape.values())) for shape in event["args"]["input_type_shape"]],
-        )
-        for event in events
-        if event.get("cat") == "Node" and "op_name" in event["args"]
-    ]
-
-
 def _scalars_against_columns(model, feeds, tmp_path):
     """The elementwise nodes that ONNX Runtime ran on an (..., n, 1) column, n > 1, with a 0-d
     or 1-d operand of one element (a broadcast it makes one call per element; a (1, 1) one
@@ -409,7 +383,7 @@ def _scalars_against_columns(model, feeds, tmp_path):
     from pt_onnxscript.optimize import ELEMENTWISE
 
     found = []
-    for op, shapes in _executed_nodes(model, feeds, tmp_path):
+    for op, shapes in executed_nodes(model, feeds, tmp_path):
         if op not in ELEMENTWISE:
             continue
         rank = max(len(shape) for shape in shapes)
@@ -450,7 +424,7 @@ def test_block_inverses_run_no_matmul_of_one_by_one_stacks(rng, tmp_path):
     x = solve_triangular(a, b, lower=True, b_ndim=1)
     factor, rhs = np.linalg.cholesky(spd(rng, 70, ())), rng.normal(size=70)
     compare_onnx_and_py([a, b], x, [factor, rhs])
-    executed = _executed_nodes(export_onnx(([a, b], [x])), {"a": factor, "b": rhs}, tmp_path)
+    executed = executed_nodes(export_onnx(([a, b], [x])), {"a": factor, "b": rhs}, tmp_path)
     stacks = [
         shapes
         for op, shapes in executed
@@ -472,7 +446,7 @@ def test_lu_panels_work_on_rows(batch, rng, tmp_path):
     values = rng.normal(size=(*batch, 70, 70))
     outputs = [*pt.linalg.lu_factor(a)]
     compare_onnx_and_py([a], outputs, [values])
-    executed = _executed_nodes(export_onnx(([a], outputs)), {"a": values}, tmp_path)
+    executed = executed_nodes(export_onnx(([a], outputs)), {"a": values}, tmp_path)
     searched = {*ELEMENTWISE, "ArgMin", "ReduceMax"}
     columns = [
         (op, shapes)

@@ -5,7 +5,6 @@ import numpy as np
 
 from pt_onnxscript.ops.common import branch, constant, loop, pad_zeros, raise_if
 from pt_onnxscript.ops.linalg import (
-    _END,
     block_size,
     diagonal,
     float_output_check,
@@ -56,9 +55,11 @@ def _square_identity(g, a, size, dtype: str):
     return g.Expand(eye, g.Concat(g.Shape(a, start=0, end=-2), length, length, axis=0))
 
 
-# QR's panels: the columns of a panel take one Loop step each on the panel alone; 16 was as
-# fast as 32 at n = 200 and faster for small matrices (a panel is padded to whole columns).
+# QR's panels: the columns of a panel take one Loop step each on the panel alone, then the
+# panel's reflectors reach the rest at once. 16 was as fast as 32 at n = 200 and faster for
+# small matrices (each panel's block reflector and its MatMuls are QR_BLOCK wide).
 QR_BLOCK = 16
+_END = np.iinfo(np.int64).max
 
 
 def householder_qr(g, a, dtype: str, rank: int, with_q: bool = True, size: int | None = None):
@@ -354,8 +355,8 @@ def jacobi_eigen(g, a, dtype: str, rank: int, with_vectors: bool = True):
     not converge in MOST_SWEEPS.
 
     Every rotation is of rows: J^T A J is J^T (J^T A)^T for a symmetric A, and the
-    eigenvectors are kept transposed (V^T J^T ... ), since ONNX Runtime gathers whole rows
-    where it gathers columns element by element."""
+    eigenvectors are kept transposed (V^T becomes J^T V^T), since ONNX Runtime gathers whole
+    rows where it gathers columns element by element."""
     n = _dim(g, a, -1)
     a, size = _even(g, a, n, [-2, -1])
     tolerance = _tolerance(g, n, dtype)

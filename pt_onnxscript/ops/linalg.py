@@ -563,9 +563,9 @@ def _lu_panel(g, panel, dtype: str, block: int, batch, rank: int):
     row at position i came from row order[i]) and the pivot rows (..., block).
 
     The work is on the panels transposed, (..., block, H): a column is then a contiguous row
-    (ONNX Runtime slices a (H, 1) column out of a (H, block) panel element by element, ~20 us
-    for H = 1000), and the scalars the rows meet are (1, 1): ONNX Runtime broadcasts a 0-d one
-    one element per call against a column, not against a row."""
+    (ONNX Runtime slices an (H, 1) column out of an (H, block) panel element by element, ~20 us
+    for H = 1000, and broadcasts a 0-d scalar against a column one element per call; rows
+    have neither cost). The scalars are (1, 1) all the same."""
 
     def scalar(value, dtype):
         return constant(g, np.full((1, 1), value), dtype)
