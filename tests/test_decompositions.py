@@ -138,6 +138,205 @@ def test_qr_updates_the_matrix_by_panels(rng, tmp_path):
     assert len(whole) < 30, whole
 
 
+def test_qr_of_no_rows_like_numpy():
+    # LAPACK (so PyTensor's perform) rejects m = 0 < n; NumPy's answer is Q (0, 0), R (0, n).
+    a = pt.matrix("a")
+    fn = pytensor.function([a], _qr_outputs(a, "full"), mode="ONNX")
+    q, r = fn(np.zeros((0, 3)))
+    assert q.shape == (0, 0) and r.shape == (0, 3)
+
+
+def test_qr_with_pivoting_is_refused():
+    from pt_onnxscript import UnsupportedOpError, export_onnx
+
+    a = pt.matrix("a")
+    with pytest.raises(UnsupportedOpError, match="pivoting"):
+        export_onnx(([a], list(pt.linalg.qr(a, pivoting=True))))
+
+
+def test_qr_gradient(rng):
+    # Static shapes: PyTensor's QR gradient with symbolic ones fails (it calls the ifelse
+    # module: TypeError).
+    a = pt.tensor("a", shape=(5, 3))
+    q, r = pt.linalg.qr(a, mode="economic")
+    weights = [pt.constant(rng.normal(size=(5, 3))), pt.constant(rng.normal(size=(3, 3)))]
+    cost = (q * weights[0]).sum() + (r * weights[1]).sum()
+    compare_onnx_and_py([a], [pytensor.grad(cost, a)], [rng.normal(size=(5, 3))], rtol=1e-9)
+
+
+# eigh and eigvalsh
+
+
+def _eigvalsh(a):
+    if PYTENSOR_3:
+        return pt.linalg.eigvalsh(a)
+    from pytensor.tensor.type_other import NoneConst
+
+    return pt.linalg.eigvalsh(a, NoneConst)
+
+
+def _eigh(a):
+    """eigh of the matrices `a`, batched on PyTensor 2.38 too (its eigh takes a matrix)."""
+    if PYTENSOR_3 or a.ndim == 2:
+        return pt.linalg.eigh(a)
+    from pytensor.tensor.blockwise import Blockwise
+    from pytensor.tensor.nlinalg import Eigh
+
+    return Blockwise(Eigh("L"), signature="(m,m)->(m),(m,m)")(a)
+
+
+def _eigen_checks(a, w, v):
+    """w, the residual a v - v diag(w) relative to max |a|, and v^T v: what any correct eigh
+    gives (to rounding)."""
+    sym = pt.tril(a) + pt.tril(a, -1).mT
+    scale = pt.maximum(pt.sqrt((a**2).sum(axis=(-2, -1), keepdims=True)), 1e-300)
+    return [w, (sym @ v - v * w[..., None, :]) / scale, v.mT @ v]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_eigh_and_eigvalsh(dtype, rng):
+    a = pt.matrix("a", dtype=dtype)
+    w, v = pt.linalg.eigh(a)
+    # Not symmetric: eigh reads the lower triangle only.
+    cases = [[rng.normal(size=(n, n)).astype(dtype)] for n in (0, 1, 2, 3, 6, 11)]
+    tol = {"float64": 1e-11, "float32": 1e-4}[dtype]
+    outs = [*_eigen_checks(a, w, v), _eigvalsh(a)]
+    compare_onnx_and_py([a], outs, cases[0], more_inputs=cases[1:], rtol=tol, atol=tol * 11)
+
+
+def test_eigh_upper_triangle_and_repeated_eigenvalues(rng):
+    a = pt.matrix("a")
+    w, v = pt.linalg.eigh(a, lower=False) if PYTENSOR_3 else pt.linalg.eigh(a, UPLO="U")
+    sym = pt.triu(a) + pt.triu(a, 1).mT
+    outs = [w, sym @ v - v * w[None, :], v.T @ v]
+    u, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    repeated = (u * np.array([1.0, 1.0, 1.0, -2.0, -2.0, 5.0])) @ u.T
+    for value in [np.triu(rng.normal(size=(5, 5))), repeated, np.eye(4), np.zeros((3, 3))]:
+        compare_onnx_and_py([a], outs, [value], rtol=1e-11, atol=1e-11)
+
+
+def test_eigh_batched_and_ill_conditioned(rng):
+    a = pt.tensor3("a")
+    w, v = _eigh(a)
+    m = _ill_conditioned(rng, 7, 1e12)
+    batch = np.stack([m + m.T, np.diag(np.logspace(0, -14, 7)), rng.normal(size=(7, 7)) * 1e6])
+    compare_onnx_and_py([a], _eigen_checks(a, w, v), [batch], rtol=1e-9, atol=1e-8)
+
+
+def test_generalized_eigenproblem(rng):
+    a, b = pt.matrix("a"), pt.matrix("b")
+    value_a = rng.normal(size=(5, 5))
+    m = rng.normal(size=(5, 5))
+    value_b = m @ m.T + 5 * np.eye(5)
+    w = pt.linalg.eigvalsh(a, b)
+    outs = [w]
+    if PYTENSOR_3:
+        w2, v = pt.linalg.eigh(a, b)
+        sym_a = pt.tril(a) + pt.tril(a, -1).T
+        sym_b = pt.tril(b) + pt.tril(b, -1).T
+        outs += [w2, sym_a @ v - (sym_b @ v) * w2[None, :], v.T @ sym_b @ v]
+    compare_onnx_and_py([a, b], outs, [value_a, value_b], rtol=1e-10, atol=1e-10)
+    fn = pytensor.function([a, b], w, mode="ONNX")
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        fn(value_a, -value_b)
+
+
+def test_non_finite_input_raises_like_scipy_and_numpy():
+    a = pt.matrix("a")
+    nan = np.array([[1.0, np.nan], [np.nan, 2.0]])
+    inf = np.array([[np.inf, 0.0], [0.0, 1.0]])
+    eigh = pytensor.function([a], pt.linalg.eigh(a), mode="ONNX")
+    values = pytensor.function([a], _eigvalsh(a), mode="ONNX")
+    for fn in (eigh, values):
+        for value in (nan, inf):
+            with pytest.raises(ValueError, match="must not contain infs or NaNs"):
+                fn(value)
+    for fn in (
+        pytensor.function([a], pt.linalg.svd(a), mode="ONNX"),
+        pytensor.function([a], pt.linalg.svd(a, compute_uv=False), mode="ONNX"),
+        pytensor.function([a], pt.linalg.pinv(a), mode="ONNX"),
+    ):
+        with pytest.raises(np.linalg.LinAlgError, match="SVD did not converge"):
+            fn(nan)
+    # NumPy's eigh-based pinv gives NaN; so does the hermitian pinv here.
+    hermitian = pytensor.function([a], pt.linalg.pinv(a, hermitian=True), mode="ONNX")
+    assert np.isnan(hermitian(nan)).all()
+    # SciPy checks the triangle eigh does not read too.
+    with pytest.raises(ValueError, match="must not contain infs or NaNs"):
+        values(np.array([[1.0, np.nan], [0.5, 2.0]]))
+
+
+def test_eigh_gradients(rng):
+    # (PyTensor 2.38's are its EighGrad Op; PyTensor 3's are graphs of other Ops.)
+    a = pt.matrix("a")
+    w, v = pt.linalg.eigh(a)
+    # Sign-invariant functions of the eigenvectors: v v^T weighted.
+    projector = v[:, 1:2] @ v[:, 1:2].T
+    costs = [
+        (w * pt.constant(rng.normal(size=4))).sum(),
+        (projector * pt.constant(rng.normal(size=(4, 4)))).sum(),
+    ]
+    m = rng.normal(size=(4, 4))
+    grads = [pytensor.grad(cost, a) for cost in costs]
+    compare_onnx_and_py([a], grads, [m], rtol=1e-8, atol=1e-10)
+
+
+def test_generalized_eigenvalue_gradients(rng):
+    a, b = pt.matrix("a"), pt.matrix("b")
+    w = pt.linalg.eigvalsh(a, b)
+    cost = (w * pt.constant(rng.normal(size=4))).sum()
+    m = rng.normal(size=(4, 4))
+    values = [rng.normal(size=(4, 4)), m @ m.T + 4 * np.eye(4)]
+    grads = pytensor.grad(cost, [a, b])
+    compare_onnx_and_py([a, b], grads, values, rtol=1e-8, atol=1e-10)
+
+
+# SVD and pinv
+
+
+def _svd_checks(a, full):
+    u, s, vt = pt.linalg.svd(a, full_matrices=full)
+    k = pt.minimum(a.shape[-2], a.shape[-1])
+    rebuilt = (u[..., :, :k] * s[..., None, :]) @ vt[..., :k, :]
+    return [s, rebuilt - a, u.mT @ u, vt @ vt.mT, pt.linalg.svd(a, compute_uv=False)]
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_svd(full, rng):
+    shapes = [(0, 0), (1, 1), (4, 4), (7, 3), (3, 7), (4, 0), (0, 4)]
+    cases = [[rng.normal(size=shape)] for shape in shapes]
+    a = pt.matrix("a")  # symbolic: tall or wide is decided at run time
+    checks = _svd_checks(a, full)
+    compare_onnx_and_py([a], checks, cases[0], more_inputs=cases[1:], rtol=1e-11, atol=1e-12)
+    for shape in [(7, 3), (3, 7), (4, 4)]:  # static: decided at export
+        a = pt.tensor("a", shape=shape)
+        checks = _svd_checks(a, full)
+        compare_onnx_and_py([a], checks, [rng.normal(size=shape)], rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_svd_and_pinv_of_rank_deficient_and_ill_conditioned_matrices(dtype, rng):
+    a = pt.matrix("a", dtype=dtype)
+    rank_two = rng.normal(size=(6, 2)) @ rng.normal(size=(2, 5))
+    tol = {"float64": 1e-10, "float32": 1e-4}[dtype]
+    outs = [*_svd_checks(a, True)]
+    if dtype == "float64":
+        # (NumPy's rcond, 1e-15, keeps float32's rounding-noise singular values: pinv of a
+        # rank-deficient float32 matrix is noise, in NumPy as here.)
+        outs.append(pt.linalg.pinv(a))
+    for value in [rank_two, rank_two.T, np.zeros((3, 2))]:
+        compare_onnx_and_py([a], outs, [value.astype(dtype)], rtol=tol, atol=tol)
+    # pinv of a matrix of condition number c moves by ~eps c relative: the SVD checks only.
+    ill = _ill_conditioned(rng, 6, 1e10 if dtype == "float64" else 1e4).astype(dtype)
+    compare_onnx_and_py([a], outs[:5], [ill], rtol=tol, atol=tol)
+
+
+def test_svd_batched(rng):
+    a = pt.tensor3("a")
+    value = rng.normal(size=(3, 5, 4))
+    compare_onnx_and_py([a], _svd_checks(a, False), [value], rtol=1e-11, atol=1e-12)
+
+
 def _carried_gathers(model):
     """The axes of the Gathers in the Jacobi rounds' Loop bodies that read a carried state
     (the matrices a round rotates)."""
