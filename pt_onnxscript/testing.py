@@ -1,5 +1,6 @@
 """The comparison helper used by the test suite: mode "ONNX" and exported files vs PyTensor."""
 
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,8 +54,6 @@ def executed_nodes(model: onnx.ModelProto, feeds: dict, directory) -> list[tuple
     included, from its profile (written under `directory`): the shapes a translation's nodes
     really meet, for tests of how the work is laid out (the profile's times are not usable:
     profiling adds several us per node)."""
-    import json
-
     options = ort.SessionOptions()
     options.enable_profiling = True
     options.profile_file_prefix = str(Path(directory) / "profile")

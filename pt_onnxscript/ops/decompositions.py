@@ -10,6 +10,7 @@ from pt_onnxscript.ops.linalg import (
     float_output_check,
     lower_factor,
     solve_triangular,
+    stacked_rows,
     swap_last,
     symmetric,
     triangular_inverse,
@@ -116,9 +117,7 @@ def householder_qr(g, a, dtype: str, rank: int, with_q: bool = True, size: int |
     columns = g.Unsqueeze(g.Mul(count, _int(g, block)), first)
     panels = g.Reshape(panels, g.Concat(batch, g.Unsqueeze(m, first), columns, axis=0), allowzero=1)
     packed = _leading(g, g.Concat(panels, rest, axis=-1), n, -1)
-    taus = g.Reshape(taus, g.Concat(g.Unsqueeze(count, first), batch, width, axis=0), allowzero=1)
-    taus = g.Transpose(taus, perm=[*range(1, rank - 1), 0, rank - 1])
-    taus = _leading(g, g.Reshape(taus, g.Concat(batch, columns, axis=0), allowzero=1), k, -1)
+    taus = _leading(g, stacked_rows(g, taus, count, batch, block, None, rank), k, -1)
     return packed, taus, q[0] if with_q else None
 
 

@@ -271,7 +271,7 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
     first = g.Unsqueeze(total, _int(g, [0]))
     initial = g.Expand(constant(g, 0, dtype), g.Concat(batch, first, _int(g, [0]), axis=0))
     _, rows = loop(g, count, [initial], step, "cholesky", stacked=[onnx_dtype(dtype)])
-    factor = _stacked_rows(g, rows, count, batch, panel, first, rank)
+    factor = stacked_rows(g, rows, count, batch, panel, first, rank)
     ends = g.Concat(g.Unsqueeze(n, _int(g, [0])), g.Unsqueeze(n, _int(g, [0])), axis=0)
     factor = g.Slice(factor, _int(g, [0, 0]), ends, _int(g, [-2, -1]))
     pivots = _diagonal(g, factor, _positions(g, n))
@@ -299,7 +299,7 @@ def _padded_panel(g, a, n, total, start, width: int):
     return g.Add(part, g.CastLike(ones, part))
 
 
-def _stacked_rows(g, x, count, batch, height: int, columns, rank: int):
+def stacked_rows(g, x, count, batch, height: int, columns, rank: int):
     """The matrices (..., count height, C) whose blocks of `height` rows a Loop stacked as its
     scan output `x` (count, ..., height, C), C given by the 1-element `columns`; with
     `columns` None, the vectors (..., count height) of blocks (count, ..., height) (an ONNX
@@ -471,9 +471,8 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
     batch = g.Shape(a, start=0, end=-2)
     # The rows past n are zeros and an identity (pivots of 1, no swap): built apart from `a`,
     # so no pass over the whole matrix makes them.
-    ones = g.Slice(
-        constant(g, np.eye(block), dtype), _int(g, [0, 0]), g.Concat(extra, extra, axis=0)
-    )
+    unit = constant(g, np.eye(block), dtype)
+    ones = g.Slice(unit, _int(g, [0, 0]), g.Concat(extra, extra, axis=0))
     below = pad_zeros(g, ones, -1, before=g.Unsqueeze(n, _int(g, [0])))
     below = g.Expand(below, g.Concat(batch, g.Shape(below), axis=0))
     padded = g.Concat(pad_zeros(g, a, -1, after=extra), below, axis=-2)
@@ -481,7 +480,6 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
     top = _int(g, [0])
     width = _int(g, [block])
     end = _int(g, [_END])
-    unit = constant(g, np.eye(block), dtype)
 
     def block_step(g, k, trailing, left, rows):
         """`trailing`: A22 (..., H, H) in the rows' current order; `left`: the finished L
@@ -534,9 +532,9 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
         "lu",
         stacked=[onnx_dtype(dtype), int64, int64],
     )
-    packed = _stacked_rows(g, finished, count, batch, block, g.Unsqueeze(total, top), rank)
-    perm = _stacked_rows(g, perm, count, batch, block, None, rank)  # each step's (..., block, 1)
-    ipiv = _stacked_rows(g, pivot_rows, count, batch, block, None, rank)
+    packed = stacked_rows(g, finished, count, batch, block, g.Unsqueeze(total, top), rank)
+    perm = stacked_rows(g, perm, count, batch, block, None, rank)  # each step's (..., block, 1)
+    ipiv = stacked_rows(g, pivot_rows, count, batch, block, None, rank)
     first = g.Unsqueeze(n, top)
     packed = g.Slice(packed, _int(g, [0, 0]), g.Concat(first, first, axis=0), _int(g, [-2, -1]))
     ipiv = g.Slice(ipiv, top, first, _int(g, [-1]))
