@@ -252,10 +252,13 @@ class _FoldConstants(_constant_folding.FoldConstantsPass):
         if self._visited.get(node) == _what_it_reads(node):
             for attr in node.attributes.values():
                 self.visit_attribute(attr)  # a subgraph's nodes are looked at one by one
-            return
-        super().visit_node(node, root)
-        if node.graph is not None:  # left in place
+        else:
+            super().visit_node(node, root)
+            if node.graph is None:
+                return  # replaced
             self._visited[node] = _what_it_reads(node)
+        if node.op_type == "If" and node.domain in ("", "ai.onnx"):
+            type_if_outputs(node)
 
     def replace_node(self, node: ir.Node, replacement, root) -> None:
         # The pass visits nodes in order, so the readers of a replaced node's outputs come
@@ -309,6 +312,39 @@ class _FoldConstants(_constant_folding.FoldConstantsPass):
         super()._do_inference(node)
         if key is not None:
             self._inferred.record(node, key)
+
+
+def type_if_outputs(node: ir.Node) -> None:
+    """ONNX's type and shape inference of an If, which onnx's inference of a single node
+    cannot run (it needs the branches' graphs, and the folder visits them after the node):
+    each output has the type of both branches' outputs and the dims on which their shapes
+    agree. Without it, everything computed from an If's outputs had no shape, and the Shape
+    and Expand nodes reading them stayed in the model (a PyMC log-density calling gammaln
+    or digamma kept a dozen)."""
+    then_branch = node.attributes["then_branch"].as_graph()
+    else_branch = node.attributes["else_branch"].as_graph()
+    for output, then, other in zip(node.outputs, then_branch.outputs, else_branch.outputs):
+        if then.type is None or then.type != other.type:
+            continue
+        if output.type is None:
+            output.type = then.type
+        if output.shape is not None or then.shape is None or other.shape is None:
+            continue
+        if len(then.shape) != len(other.shape):
+            continue
+        output.shape = ir.Shape(
+            [
+                a if _same_dim(a, b) else ir.SymbolicDim(None)
+                for a, b in zip(then.shape, other.shape)
+            ]
+        )
+
+
+def _same_dim(a, b) -> bool:
+    """Whether dims `a` and `b` are known to be equal: equal sizes, or the same dim name."""
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b
+    return a.value is not None and a.value == b.value
 
 
 def _what_it_reads(node: ir.Node) -> tuple:

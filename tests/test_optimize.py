@@ -209,6 +209,67 @@ def test_expand_to_a_0d_shape_is_dropped_whatever_the_input():
     assert [node.op_type for node in model.graph] in ([], ["Identity"])
 
 
+@pytest.mark.parametrize(
+    ("then_shape", "else_shape", "expected"),
+    [([2, 3], [2, 3], [2, 3]), ([2, 3], [5, 3], [None, 3]), ([2, 3], [6], None)],
+)
+def test_an_if_has_the_shape_its_branches_agree_on(then_shape, else_shape, expected):
+    """ONNX's node-by-node inference cannot type an If (it needs the branches), so the
+    optimiser gives its outputs the dims both branches agree on: a Shape of them folds
+    when they agree fully, and stays otherwise."""
+    from onnx import TensorProto, helper
+
+    from pt_onnxscript.optimize import optimize
+
+    def branch(name, shape):
+        out = helper.make_tensor_value_info(f"{name}_out", TensorProto.DOUBLE, None)
+        node = helper.make_node("ConstantOfShape", [f"{name}_shape"], [f"{name}_out"])
+        shape = helper.make_node("Constant", [], [f"{name}_shape"], value_ints=shape)
+        return helper.make_graph([shape, node], name, [], [out])
+
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "If",
+                ["c"],
+                ["y"],
+                then_branch=branch("then", then_shape),
+                else_branch=branch("else", else_shape),
+            ),
+            helper.make_node("Shape", ["y"], ["s"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("s", TensorProto.INT64, None),
+        ],
+    )
+    model = ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    optimize(model)
+    (if_node,) = [node for node in model.graph if node.op_type == "If"]
+    (y,) = if_node.outputs
+    assert y.type == ir.TensorType(ir.DataType.FLOAT)  # ConstantOfShape's default
+    if expected is None:
+        assert y.shape is None
+    else:
+        assert [d if isinstance(d, int) else d.value for d in y.shape] == expected
+    folded = all(isinstance(d, int) for d in expected or [None])
+    assert ("Shape" in [node.op_type for node in model.graph]) != folded
+
+
+def test_a_gammaln_result_keeps_its_shape_through_the_if(rng):
+    """What follows gammaln's Ifs has a known shape: a Composite output that does not read
+    gammaln's result, expanded by its shape (as Elemwise broadcasts), keeps no Shape or
+    Expand in the model (a PyMC log-density calling gammaln kept a dozen)."""
+    x, y = pt.vector("x", shape=(1,)), pt.vector("y", shape=(5,))
+    shared = pt.log1p(y * y)
+    outputs = [shared + pt.gammaln(x), shared * 3.0]  # one Composite, two outputs
+    model = export_onnx(([x, y], outputs))
+    assert not {"Shape", "Expand"} & {node.op_type for node in model.graph.node}
+    compare_onnx_and_py([x, y], outputs, [rng.uniform(0.5, 30, 1), rng.normal(size=5)])
+
+
 def test_a_leading_unsqueeze_into_a_broadcasting_op_is_dropped_only_when_exact():
     x, m = pt.matrix("x", shape=(None, 3)), pt.tensor3("m", shape=(None, 2, 3))
     v, s = pt.vector("v", shape=(3,)), pt.scalar("s")
