@@ -351,6 +351,45 @@ def test_blocked_factorizations_and_solves_across_blocks(block, rng, monkeypatch
             compare_onnx_and_py([static], outs, [matrices], **tol)
 
 
+def test_symbolic_sizes_across_the_small_blocks(rng):
+    """Matrices of symbolic size take the smallest block of SMALL_BLOCKS (then BLOCK) that
+    holds them, chosen at run time: sizes at and past each tier's edge, batched, against
+    PyTensor's Python linker with one compilation."""
+    from pt_onnxscript.ops.linalg import BLOCK, SMALL_BLOCKS
+
+    edges = sorted({0, 1, 2, *SMALL_BLOCKS, *(b + 1 for b in SMALL_BLOCKS), BLOCK + 1})
+    inputs = [_blocked_inputs(rng, n) for n in edges]
+    a, B = pt.tensor3("a"), pt.tensor3("B")
+    positive_definite, general, factors, determinants = _blocked_graphs(a, B, 1)
+    tol = {"rtol": 1e-10, "atol": 1e-12}
+    for outs, chosen in (
+        (positive_definite, [[value, rhs] for value, _, rhs in inputs]),
+        (general, [[matrices, rhs] for _, matrices, rhs in inputs[1:]]),
+        (factors, [[matrices] for _, matrices, _ in inputs]),
+        (determinants, [[matrices] for _, matrices, _ in inputs]),
+    ):
+        variables = [a, B] if len(chosen[0]) == 2 else [a]
+        compare_onnx_and_py(variables, outs, chosen[0], more_inputs=chosen[1:], **tol)
+
+
+def test_small_matrices_of_symbolic_size_run_small_panels(rng, tmp_path):
+    """A 3 x 3 matrix of symbolic size runs LU's pivot search and Cholesky's column steps for
+    the smallest block that holds it, not for BLOCK columns of padding."""
+    from pt_onnxscript.ops.linalg import BLOCK, SMALL_BLOCKS
+
+    a, b = pt.matrix("a"), pt.vector("b")
+    values = {"a": rng.normal(size=(3, 3)), "b": rng.normal(size=3)}
+    solve = export_onnx(([a, b], [pt.linalg.solve(a, b)]))
+    searches = [op for op, _ in executed_nodes(solve, values, tmp_path) if op == "ArgMin"]
+    assert 3 <= len(searches) <= min(SMALL_BLOCKS) < BLOCK
+    positive = {"a": spd(rng, 3)}
+    cholesky = export_onnx(([a], [pt.linalg.cholesky(a)]))
+    roots = [op for op, _ in executed_nodes(cholesky, positive, tmp_path) if op == "Sqrt"]
+    assert 3 <= len(roots) <= min(SMALL_BLOCKS)
+    compare_onnx_and_py([a, b], pt.linalg.solve(a, b), [values["a"], values["b"]])
+    compare_onnx_and_py([a], pt.linalg.cholesky(a), [positive["a"]])
+
+
 @pytest.mark.parametrize("n", [70, 130])
 def test_cholesky_and_solves_of_several_default_blocks(n, rng):
     """Sizes past the default block size, with a badly conditioned matrix (condition number

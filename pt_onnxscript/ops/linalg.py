@@ -14,7 +14,7 @@ raises (inverting a singular matrix: a failure guard in the model).
 import numpy as np
 import onnx_ir as ir
 
-from pt_onnxscript.ops.common import constant, loop, pad_zeros, raise_if
+from pt_onnxscript.ops.common import branch, constant, loop, pad_zeros, raise_if
 from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
 
@@ -116,6 +116,38 @@ def block_size(size: int | None) -> int:
     if size is None or size >= BLOCK:
         return BLOCK
     return 1 << max(size - 1, 0).bit_length()
+
+
+# The blocks LU and Cholesky take for matrices of symbolic size n, each for n up to it (see
+# by_block_size). Not the triangular solves: ~1 node per column, a larger block costs them
+# less than the Ifs.
+SMALL_BLOCKS = (4, 16)
+
+
+def by_block_size(g, a, size: int | None, build, dtypes, kind: str):
+    """The list of values (of `dtypes`) ``build(g, block)`` returns for the matrices `a`
+    (..., n, n), with the block for their size: for a static `size`, its block_size; for a
+    symbolic one, the smallest of SMALL_BLOCKS and BLOCK that holds n, chosen at run time by
+    nested Ifs. The blocked factorizations pad n to a multiple of the block and unroll a
+    block's columns: a 3 x 3 matrix of symbolic size, padded to one block of BLOCK, ran ~8x
+    the nodes it needs (LU ~25 per column, Cholesky ~5)."""
+    if size is not None:
+        return build(g, block_size(size))
+    n = _size(g, a)
+
+    def tiers(g, blocks):
+        if not blocks:
+            return build(g, BLOCK)
+        block, *larger = blocks
+        results = g.If(
+            g.LessOrEqual(n, _int(g, block)),
+            then_branch=branch(g, kind, lambda g: build(g, block), dtypes),
+            else_branch=branch(g, kind, lambda g: tiers(g, larger), dtypes),
+            _outputs=len(dtypes),
+        )
+        return list(results) if len(dtypes) > 1 else [results]
+
+    return tiers(g, [block for block in SMALL_BLOCKS if block < BLOCK])
 
 
 def _rows(g, x, start, end):
@@ -240,13 +272,28 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
     identity to a multiple of W: the step for the columns s:s+W carries the rows of L below
     them, R = L[s:, :s], computes T = A[s:, s:s+W] - R R[:W]^T (a MatMul) and factors it by
     blocks of B columns (_panel_factor); L's rows s:s+W are then finished and are the step's
-    scan output, so no step copies more of L than R."""
-    block = block_size(size)
-    panel = block * min(PANEL_BLOCKS, -(-size // block) if size else PANEL_BLOCKS)
+    scan output, so no step copies more of L than R. Blocks of B columns as by_block_size
+    gives them, panels of PANEL_BLOCKS blocks where n may need them."""
     # The triangle potrf reads, as a lower one. The entries above its diagonal are never read:
     # each diagonal block is mirrored from its lower triangle (_block_factor).
     a = a if lower else swap_last(g, a, rank)
     n = _size(g, a)
+
+    def by_blocks(g, block):
+        if size is not None:
+            blocks = min(PANEL_BLOCKS, max(-(-size // block), 1))
+        else:  # a block smaller than BLOCK holds all of n
+            blocks = PANEL_BLOCKS if block == BLOCK else 1
+        return [_cholesky_panels(g, a, n, dtype, rank, block, block * blocks)]
+
+    (factor,) = by_block_size(g, a, size, by_blocks, [onnx_dtype(dtype)], "cholesky")
+    pivots = _diagonal(g, factor, _positions(g, n))
+    return _nan_where(g, _any(g, g.Not(g.Greater(pivots, constant(g, 0, dtype)))), factor, dtype)
+
+
+def _cholesky_panels(g, a, n, dtype: str, rank: int, block: int, panel: int):
+    """The lower Cholesky factor (unchecked) of the lower triangles of `a` (..., n, n), by
+    panels of `panel` columns, one Loop step each, factored by blocks of `block`."""
     batch = g.Shape(a, start=0, end=-2)
     total = g.Mul(g.Div(g.Add(n, _int(g, panel - 1)), _int(g, panel)), _int(g, panel))
     width = _int(g, panel)
@@ -273,9 +320,7 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
     _, rows = loop(g, count, [initial], step, "cholesky", stacked=[onnx_dtype(dtype)])
     factor = stacked_rows(g, rows, count, batch, panel, first, rank)
     ends = g.Concat(g.Unsqueeze(n, _int(g, [0])), g.Unsqueeze(n, _int(g, [0])), axis=0)
-    factor = g.Slice(factor, _int(g, [0, 0]), ends, _int(g, [-2, -1]))
-    pivots = _diagonal(g, factor, _positions(g, n))
-    return _nan_where(g, _any(g, g.Not(g.Greater(pivots, constant(g, 0, dtype)))), factor, dtype)
+    return g.Slice(factor, _int(g, [0, 0]), ends, _int(g, [-2, -1]))
 
 
 def _padded_panel(g, a, n, total, start, width: int):
@@ -453,7 +498,16 @@ def diagonal(g, a):
 
 def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
     """LU with partial pivoting of the matrices `a` (..., n, n) (of static size `size` if
-    known), right-looking by blocks of columns as getrf, one Loop step per block: the block's
+    known) by `_lu_blocks`, with blocks for that size (`by_block_size`)."""
+    dtypes = [onnx_dtype(dtype), ir.DataType.INT64, ir.DataType.INT64]
+    return by_block_size(
+        g, a, size, lambda g, block: _lu_blocks(g, a, dtype, rank, block), dtypes, "lu"
+    )
+
+
+def _lu_blocks(g, a, dtype: str, rank: int, block: int):
+    """LU with partial pivoting of the matrices `a` (..., n, n), right-looking by blocks of
+    `block` columns as getrf, one Loop step per block: the block's
     panel of columns is eliminated column by column (_lu_panel), its row swaps applied to the
     rest of the rows (the finished L columns to their left included, as laswp), then U12 =
     L11^-1 A12 (triangular_inverse) and A22 -= L21 U12, both MatMuls. The trailing matrix A22
@@ -464,7 +518,6 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
     ipiv[k] at step k) and the permutation `perm` (..., n) of the rows of `a` that L U factors
     (a[perm] = L U).
     """
-    block = block_size(size)
     n = _size(g, a)
     total = g.Mul(g.Div(g.Add(n, _int(g, block - 1)), _int(g, block)), _int(g, block))
     extra = g.Unsqueeze(g.Sub(total, n), _int(g, [0]))
