@@ -1,7 +1,8 @@
 """Dense linear algebra side by side in one run: PyTensor's default mode (LAPACK through
 SciPy/Numba) against the exported model in ONNX Runtime, for Cholesky, a triangular solve
 with one and with n right-hand sides, a general solve and an inverse (LU), and a GP marginal
-log-likelihood with its gradient (Cholesky, four triangular solves).
+log-likelihood with its gradient (Cholesky, four triangular solves). Matrices of symbolic
+size, from 3 x 3 (where ONNX Runtime's cost per node is all there is) to 1000 x 1000.
 
 One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
 
@@ -61,7 +62,7 @@ def main():
     rng = np.random.default_rng(0)
     default_against_exported(
         (f"n = {n:>4}  {name}", inputs, outputs, values, len(outputs))
-        for n in (100, 500, 1000)
+        for n in (3, 10, 100, 500, 1000)
         for name, (inputs, outputs, values) in problems(n, rng).items()
     )
 
