@@ -125,23 +125,23 @@ SMALL_BLOCKS = (4, 16)
 
 
 def by_block_size(g, a, size: int | None, build, dtypes, kind: str):
-    """The list of values (of `dtypes`) ``build(g, block)`` returns for the matrices `a`
-    (..., n, n), with the block for their size: for a static `size`, its block_size; for a
-    symbolic one, the smallest of SMALL_BLOCKS and BLOCK that holds n, chosen at run time by
-    nested Ifs. The blocked factorizations pad n to a multiple of the block and unroll a
+    """The list of values (of `dtypes`) ``build(g, block, whole)`` returns for the matrices
+    `a` (..., n, n), with the block for their size (`whole`: the block holds all n): for a
+    static `size`, its block_size; for a symbolic one, the smallest of SMALL_BLOCKS and BLOCK
+    that holds n, chosen at run time by nested Ifs. The blocked factorizations pad n to a multiple of the block and unroll a
     block's columns: a 3 x 3 matrix of symbolic size, padded to one block of BLOCK, ran ~8x
     the nodes it needs (LU ~25 per column, Cholesky ~5)."""
     if size is not None:
-        return build(g, block_size(size))
+        return build(g, block_size(size), size <= BLOCK)
     n = _size(g, a)
 
     def tiers(g, blocks):
         if not blocks:
-            return build(g, BLOCK)
+            return build(g, BLOCK, False)
         block, *larger = blocks
         results = g.If(
             g.LessOrEqual(n, _int(g, block)),
-            then_branch=branch(g, kind, lambda g: build(g, block), dtypes),
+            then_branch=branch(g, kind, lambda g: build(g, block, True), dtypes),
             else_branch=branch(g, kind, lambda g: tiers(g, larger), dtypes),
             _outputs=len(dtypes),
         )
@@ -279,11 +279,8 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
     a = a if lower else swap_last(g, a, rank)
     n = _size(g, a)
 
-    def by_blocks(g, block):
-        if size is not None:
-            blocks = min(PANEL_BLOCKS, max(-(-size // block), 1))
-        else:  # a block smaller than BLOCK holds all of n
-            blocks = PANEL_BLOCKS if block == BLOCK else 1
+    def by_blocks(g, block, whole: bool):
+        blocks = 1 if whole else PANEL_BLOCKS
         return [_cholesky_panels(g, a, n, dtype, rank, block, block * blocks)]
 
     (factor,) = by_block_size(g, a, size, by_blocks, [onnx_dtype(dtype)], "cholesky")
@@ -500,9 +497,43 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
     """LU with partial pivoting of the matrices `a` (..., n, n) (of static size `size` if
     known) by `_lu_blocks`, with blocks for that size (`by_block_size`)."""
     dtypes = [onnx_dtype(dtype), ir.DataType.INT64, ir.DataType.INT64]
-    return by_block_size(
-        g, a, size, lambda g, block: _lu_blocks(g, a, dtype, rank, block), dtypes, "lu"
-    )
+
+    def by_blocks(g, block, whole: bool):
+        return (_lu_panel_only if whole else _lu_blocks)(g, a, dtype, rank, block)
+
+    return by_block_size(g, a, size, by_blocks, dtypes, "lu")
+
+
+def _padded_for_lu(g, a, n, total, unit, batch):
+    """`a` (..., n, n) padded to (..., total, total), total - n at most the size of the
+    identity `unit`: the rows past n are zeros and an identity (pivots of 1, no swap), built
+    apart from `a`, so no pass over the whole matrix makes them."""
+    extra = g.Unsqueeze(g.Sub(total, n), _int(g, [0]))
+    ones = g.Slice(unit, _int(g, [0, 0]), g.Concat(extra, extra, axis=0))
+    below = pad_zeros(g, ones, -1, before=g.Unsqueeze(n, _int(g, [0])))
+    below = g.Expand(below, g.Concat(batch, g.Shape(below), axis=0))
+    return g.Concat(pad_zeros(g, a, -1, after=extra), below, axis=-2)
+
+
+def _lu_unpadded(g, packed, ipiv, perm, n):
+    """The first n rows (and columns) of the padded factors."""
+    first = g.Unsqueeze(n, _int(g, [0]))
+    packed = g.Slice(packed, _int(g, [0, 0]), g.Concat(first, first, axis=0), _int(g, [-2, -1]))
+    ipiv = g.Slice(ipiv, _int(g, [0]), first, _int(g, [-1]))
+    perm = g.Slice(perm, _int(g, [0]), first, _int(g, [-1]))
+    return packed, ipiv, perm
+
+
+def _lu_panel_only(g, a, dtype: str, rank: int, block: int):
+    """LU as `_lu_blocks` gives it for matrices `a` (..., n, n) that one block holds (n <=
+    `block`): their padding to block x block is one panel, eliminated by `_lu_panel` with no
+    Loop and no trailing matrix."""
+    n = _size(g, a)
+    batch = g.Shape(a, start=0, end=-2)
+    unit = constant(g, np.eye(block), dtype)
+    padded = _padded_for_lu(g, a, n, _int(g, block), unit, batch)
+    packed, order, ipiv = _lu_panel(g, padded, dtype, block, batch, rank)
+    return _lu_unpadded(g, packed, ipiv, g.Squeeze(order, _int(g, [-1])), n)
 
 
 def _lu_blocks(g, a, dtype: str, rank: int, block: int):
@@ -520,15 +551,9 @@ def _lu_blocks(g, a, dtype: str, rank: int, block: int):
     """
     n = _size(g, a)
     total = g.Mul(g.Div(g.Add(n, _int(g, block - 1)), _int(g, block)), _int(g, block))
-    extra = g.Unsqueeze(g.Sub(total, n), _int(g, [0]))
     batch = g.Shape(a, start=0, end=-2)
-    # The rows past n are zeros and an identity (pivots of 1, no swap): built apart from `a`,
-    # so no pass over the whole matrix makes them.
     unit = constant(g, np.eye(block), dtype)
-    ones = g.Slice(unit, _int(g, [0, 0]), g.Concat(extra, extra, axis=0))
-    below = pad_zeros(g, ones, -1, before=g.Unsqueeze(n, _int(g, [0])))
-    below = g.Expand(below, g.Concat(batch, g.Shape(below), axis=0))
-    padded = g.Concat(pad_zeros(g, a, -1, after=extra), below, axis=-2)
+    padded = _padded_for_lu(g, a, n, total, unit, batch)
     index = _positions(g, total)
     top = _int(g, [0])
     width = _int(g, [block])
@@ -588,11 +613,7 @@ def _lu_blocks(g, a, dtype: str, rank: int, block: int):
     packed = stacked_rows(g, finished, count, batch, block, g.Unsqueeze(total, top), rank)
     perm = stacked_rows(g, perm, count, batch, block, None, rank)  # each step's (..., block, 1)
     ipiv = stacked_rows(g, pivot_rows, count, batch, block, None, rank)
-    first = g.Unsqueeze(n, top)
-    packed = g.Slice(packed, _int(g, [0, 0]), g.Concat(first, first, axis=0), _int(g, [-2, -1]))
-    ipiv = g.Slice(ipiv, top, first, _int(g, [-1]))
-    perm = g.Slice(perm, top, first, _int(g, [-1]))
-    return packed, ipiv, perm
+    return _lu_unpadded(g, packed, ipiv, perm, n)
 
 
 def take_rows(g, x, rows, rank: int):
