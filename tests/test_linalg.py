@@ -388,12 +388,16 @@ def test_small_matrices_of_symbolic_size_run_small_panels(rng, tmp_path):
     assert 3 <= len(roots) <= min(SMALL_BLOCKS)
     compare_onnx_and_py([a, b], pt.linalg.solve(a, b), [values["a"], values["b"]])
     compare_onnx_and_py([a], pt.linalg.cholesky(a), [positive["a"]])
-    # One block holds the matrix: LU eliminates it as one panel, with no Loop.
+    # One block holds the matrix: LU and Cholesky factor it as one panel, with no Loop.
     for matrix in (a, pt.matrix("s", shape=(3, 3))):
-        det = export_onnx(([matrix], [pt.linalg.det(matrix)]))
-        executed = executed_nodes(det, {matrix.name: values["a"]}, tmp_path)
-        assert "ArgMin" in {op for op, _ in executed}
-        assert "Loop" not in {op for op, _ in executed}
+        for outputs, value, op in (
+            (pt.linalg.det(matrix), values["a"], "ArgMin"),
+            (pt.linalg.cholesky(matrix), positive["a"], "Sqrt"),
+        ):
+            model = export_onnx(([matrix], [outputs]))
+            executed = {op for op, _ in executed_nodes(model, {matrix.name: value}, tmp_path)}
+            assert op in executed
+            assert "Loop" not in executed
 
 
 @pytest.mark.parametrize("n", [70, 130])

@@ -272,16 +272,22 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
     identity to a multiple of W: the step for the columns s:s+W carries the rows of L below
     them, R = L[s:, :s], computes T = A[s:, s:s+W] - R R[:W]^T (a MatMul) and factors it by
     blocks of B columns (_panel_factor); L's rows s:s+W are then finished and are the step's
-    scan output, so no step copies more of L than R. Blocks of B columns as by_block_size
-    gives them, panels of PANEL_BLOCKS blocks where n may need them."""
+    scan output, so no step copies more of L than R. B is what by_block_size gives, W is
+    PANEL_BLOCKS blocks; a matrix one block holds is that block, factored with no Loop."""
     # The triangle potrf reads, as a lower one. The entries above its diagonal are never read:
     # each diagonal block is mirrored from its lower triangle (_block_factor).
     a = a if lower else swap_last(g, a, rank)
     n = _size(g, a)
 
     def by_blocks(g, block, whole: bool):
-        blocks = 1 if whole else PANEL_BLOCKS
-        return [_cholesky_panels(g, a, n, dtype, rank, block, block * blocks)]
+        if whole:  # one panel, no Loop
+            total = _int(g, block)
+            t = _padded_panel(g, a, n, total, _int(g, 0), block)
+            factor = _panel_factor(g, t, dtype, rank, block, block, g.Shape(a, start=0, end=-2))
+        else:
+            factor = _cholesky_panels(g, a, n, dtype, rank, block, block * PANEL_BLOCKS)
+        ends = g.Concat(g.Unsqueeze(n, _int(g, [0])), g.Unsqueeze(n, _int(g, [0])), axis=0)
+        return [g.Slice(factor, _int(g, [0, 0]), ends, _int(g, [-2, -1]))]
 
     (factor,) = by_block_size(g, a, size, by_blocks, [onnx_dtype(dtype)], "cholesky")
     pivots = _diagonal(g, factor, _positions(g, n))
@@ -289,8 +295,9 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
 
 
 def _cholesky_panels(g, a, n, dtype: str, rank: int, block: int, panel: int):
-    """The lower Cholesky factor (unchecked) of the lower triangles of `a` (..., n, n), by
-    panels of `panel` columns, one Loop step each, factored by blocks of `block`."""
+    """The lower Cholesky factor (unchecked) of the lower triangles of `a` (..., n, n), padded
+    with an identity to a multiple of `panel`: by panels of `panel` columns, one Loop step
+    each, factored by blocks of `block`."""
     batch = g.Shape(a, start=0, end=-2)
     total = g.Mul(g.Div(g.Add(n, _int(g, panel - 1)), _int(g, panel)), _int(g, panel))
     width = _int(g, panel)
@@ -315,9 +322,7 @@ def _cholesky_panels(g, a, n, dtype: str, rank: int, block: int, panel: int):
     first = g.Unsqueeze(total, _int(g, [0]))
     initial = g.Expand(constant(g, 0, dtype), g.Concat(batch, first, _int(g, [0]), axis=0))
     _, rows = loop(g, count, [initial], step, "cholesky", stacked=[onnx_dtype(dtype)])
-    factor = stacked_rows(g, rows, count, batch, panel, first, rank)
-    ends = g.Concat(g.Unsqueeze(n, _int(g, [0])), g.Unsqueeze(n, _int(g, [0])), axis=0)
-    return g.Slice(factor, _int(g, [0, 0]), ends, _int(g, [-2, -1]))
+    return stacked_rows(g, rows, count, batch, panel, first, rank)
 
 
 def _padded_panel(g, a, n, total, start, width: int):
