@@ -355,9 +355,10 @@ def test_symbolic_sizes_across_the_small_blocks(rng):
     """Matrices of symbolic size take the smallest block of SMALL_BLOCKS (then BLOCK) that
     holds them, chosen at run time: sizes at and past each tier's edge, batched, against
     PyTensor's Python linker with one compilation."""
-    from pt_onnxscript.ops.linalg import BLOCK, SMALL_BLOCKS
+    from pt_onnxscript.ops.linalg import BLOCK, SMALL_BLOCKS, SMALL_SOLVE_BLOCKS
 
-    edges = sorted({0, 1, 2, *SMALL_BLOCKS, *(b + 1 for b in SMALL_BLOCKS), BLOCK + 1})
+    small = {*SMALL_BLOCKS, *SMALL_SOLVE_BLOCKS}
+    edges = sorted({0, 1, 2, *small, *(b + 1 for b in small), BLOCK + 1})
     inputs = [_blocked_inputs(rng, n) for n in edges]
     a, B = pt.tensor3("a"), pt.tensor3("B")
     positive_definite, general, factors, determinants = _blocked_graphs(a, B, 1)
@@ -388,14 +389,19 @@ def test_small_matrices_of_symbolic_size_run_small_panels(rng, tmp_path):
     assert 3 <= len(roots) <= min(SMALL_BLOCKS)
     compare_onnx_and_py([a, b], pt.linalg.solve(a, b), [values["a"], values["b"]])
     compare_onnx_and_py([a], pt.linalg.cholesky(a), [positive["a"]])
-    # One block holds the matrix: LU and Cholesky factor it as one panel, with no Loop.
+    # One block holds the matrix: LU and Cholesky factor it as one panel, a triangular solve
+    # multiplies by its block's inverse, with no Loop.
+    factor = np.linalg.cholesky(positive["a"])
     for matrix in (a, pt.matrix("s", shape=(3, 3))):
-        for outputs, value, op in (
-            (pt.linalg.det(matrix), values["a"], "ArgMin"),
-            (pt.linalg.cholesky(matrix), positive["a"], "Sqrt"),
+        for inputs, outputs, matrix_value, op in (
+            ([matrix], pt.linalg.det(matrix), values["a"], "ArgMin"),
+            ([matrix], pt.linalg.cholesky(matrix), positive["a"], "Sqrt"),
+            ([matrix, b], solve_triangular(matrix, b, lower=True), factor, "MatMul"),
         ):
-            model = export_onnx(([matrix], [outputs]))
-            executed = {op for op, _ in executed_nodes(model, {matrix.name: value}, tmp_path)}
+            feeds = {matrix.name: matrix_value, "b": values["b"]}
+            feeds = {var.name: feeds[var.name] for var in inputs}
+            model = export_onnx((inputs, [outputs]))
+            executed = {op for op, _ in executed_nodes(model, feeds, tmp_path)}
             assert op in executed
             assert "Loop" not in executed
 

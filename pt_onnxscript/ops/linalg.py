@@ -119,16 +119,17 @@ def block_size(size: int | None) -> int:
 
 
 # The blocks LU and Cholesky take for matrices of symbolic size n, each for n up to it (see
-# by_block_size). Not the triangular solves: ~1 node per column, a larger block costs them
-# less than the Ifs.
+# by_block_size). The triangular solves take one of them: each If costs ~6 us where n needs
+# BLOCK (at n = 30, ~6% of a solve), where LU and Cholesky gain most on small matrices.
 SMALL_BLOCKS = (4, 16)
+SMALL_SOLVE_BLOCKS = (16,)
 
 
-def by_block_size(g, a, size: int | None, build, dtypes, kind: str):
+def by_block_size(g, a, size: int | None, build, dtypes, kind: str, small=SMALL_BLOCKS):
     """The list of values (of `dtypes`) ``build(g, block, whole)`` returns for the matrices
     `a` (..., n, n), with the block for their size (`whole`: the block holds all n): for a
-    static `size`, its block_size; for a symbolic one, the smallest of SMALL_BLOCKS and BLOCK
-    that holds n, chosen at run time by nested Ifs. The blocked factorizations pad n to a multiple of the block and unroll a
+    static `size`, its block_size; for a symbolic one, the smallest of the blocks `small` and
+    BLOCK that holds n, chosen at run time by nested Ifs. The blocked factorizations pad n to a multiple of the block and unroll a
     block's columns: a 3 x 3 matrix of symbolic size, padded to one block of BLOCK, ran ~8x
     the nodes it needs (LU ~25 per column, Cholesky ~5)."""
     if size is not None:
@@ -147,7 +148,7 @@ def by_block_size(g, a, size: int | None, build, dtypes, kind: str):
         )
         return list(results) if len(dtypes) > 1 else [results]
 
-    return tiers(g, [block for block in SMALL_BLOCKS if block < BLOCK])
+    return tiers(g, [block for block in small if block < BLOCK])
 
 
 def _rows(g, x, start, end):
@@ -444,16 +445,42 @@ def solve_triangular(
     By blocks of rows: the inverses of the diagonal blocks of the padded matrix at once
     (triangular_inverse), then for the rows s:s+B, x[s:s+B] = inv_block (b[s:s+B] -
     a[s:s+B, :s] x[:s]), two MatMuls. An upper system is the lower one of `a` and `b`
-    reversed."""
-    block = block_size(size)
+    reversed; a matrix one block holds is x = inv_block b, with no Loop. The blocks are
+    by_block_size's."""
     n = _size(g, a)
     diagonal = _diagonal(g, a, _positions(g, n))
     if not lower:
         a, b = _flip(g, a, [-2, -1]), _flip(g, b, [-2])
-    count = g.Div(g.Add(n, _int(g, block - 1)), _int(g, block))
+
+    def by_blocks(g, block, whole: bool):
+        return [_substitution(g, a, b, n, dtype, unit_diagonal, block, whole)]
+
+    dtypes = [onnx_dtype(dtype)]
+    (x,) = by_block_size(g, a, size, by_blocks, dtypes, "substitution", SMALL_SOLVE_BLOCKS)
+    if not lower:
+        x = _flip(g, x, [-2])
+    if unit_diagonal or not nan_if_singular:
+        return x
+    smallest = g.ReduceMin(g.Abs(diagonal), _int(g, [-1]), keepdims=0)
+    return _nan_where(g, g.Equal(smallest, constant(g, 0, dtype)), x, dtype)
+
+
+def _substitution(g, a, b, n, dtype: str, unit_diagonal: bool, block: int, whole: bool):
+    """x with a x = b for the lower triangle of the matrices `a` (..., n, n), by blocks of
+    `block` rows (`whole`: one block holds n)."""
+    count = _int(g, 1) if whole else g.Div(g.Add(n, _int(g, block - 1)), _int(g, block))
     inverses = triangular_inverse(
         g, _triangular_blocks(g, a, n, count, block, dtype, unit_diagonal), block
     )
+    if whole:
+        m = g.Unsqueeze(n, _int(g, [0]))
+        inverse = g.Slice(
+            g.Squeeze(inverses, _int(g, [-3])),
+            _int(g, [0, 0]),
+            g.Concat(m, m, axis=0),
+            _int(g, [-2, -1]),
+        )
+        return g.MatMul(inverse, b)
     width = _int(g, block)
 
     def step(g, k, done):
@@ -475,13 +502,7 @@ def solve_triangular(
         )
         return g.Concat(done, g.MatMul(inverse, rhs), axis=-2)
 
-    x = _blocks(g, count, step, _rows(g, b, _int(g, 0), _int(g, 0)), "substitution")
-    if not lower:
-        x = _flip(g, x, [-2])
-    if unit_diagonal or not nan_if_singular:
-        return x
-    smallest = g.ReduceMin(g.Abs(diagonal), _int(g, [-1]), keepdims=0)
-    return _nan_where(g, g.Equal(smallest, constant(g, 0, dtype)), x, dtype)
+    return _blocks(g, count, step, _rows(g, b, _int(g, 0), _int(g, 0)), "substitution")
 
 
 def _diagonal(g, a, index):
