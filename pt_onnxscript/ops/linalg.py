@@ -119,8 +119,8 @@ def block_size(size: int | None) -> int:
 
 
 # The blocks LU and Cholesky take for matrices of symbolic size n, each for n up to it (see
-# by_block_size). The triangular solves take one of them: each If costs ~6 us where n needs
-# BLOCK (at n = 30, ~6% of a solve), where LU and Cholesky gain most on small matrices.
+# by_block_size). The triangular solves take only 16: each If costs them ~6 us where n needs
+# BLOCK (~6% of a 1-rhs solve at n = 30), a cost LU and Cholesky do not notice.
 SMALL_BLOCKS = (4, 16)
 SMALL_SOLVE_BLOCKS = (16,)
 
@@ -129,9 +129,10 @@ def by_block_size(g, a, size: int | None, build, dtypes, kind: str, small=SMALL_
     """The list of values (of `dtypes`) ``build(g, block, whole)`` returns for the matrices
     `a` (..., n, n), with the block for their size (`whole`: the block holds all n): for a
     static `size`, its block_size; for a symbolic one, the smallest of the blocks `small` and
-    BLOCK that holds n, chosen at run time by nested Ifs. The blocked factorizations pad n to a multiple of the block and unroll a
-    block's columns: a 3 x 3 matrix of symbolic size, padded to one block of BLOCK, ran ~8x
-    the nodes it needs (LU ~25 per column, Cholesky ~5)."""
+    BLOCK that holds n, chosen at run time by nested Ifs. The blocked algorithms pad n to a
+    multiple of the block and unroll a block's columns: a 3 x 3 matrix of symbolic size,
+    padded to one block of BLOCK, ran ~8x the nodes it needs (LU ~25 per column, Cholesky
+    ~5), and a Loop of one step."""
     if size is not None:
         return build(g, block_size(size), size <= BLOCK)
     n = _size(g, a)
@@ -521,7 +522,8 @@ def diagonal(g, a):
 
 def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
     """LU with partial pivoting of the matrices `a` (..., n, n) (of static size `size` if
-    known) by `_lu_blocks`, with blocks for that size (`by_block_size`)."""
+    known) by `_lu_blocks`, or by `_lu_panel_only` where one block holds n, with the block for
+    that size (`by_block_size`)."""
     dtypes = [onnx_dtype(dtype), ir.DataType.INT64, ir.DataType.INT64]
 
     def by_blocks(g, block, whole: bool):
