@@ -390,20 +390,19 @@ def test_small_matrices_of_symbolic_size_run_small_panels(rng, tmp_path):
     compare_onnx_and_py([a, b], pt.linalg.solve(a, b), [values["a"], values["b"]])
     compare_onnx_and_py([a], pt.linalg.cholesky(a), [positive["a"]])
     # One block holds the matrix: LU and Cholesky factor it as one panel, a triangular solve
-    # multiplies by its block's inverse, with no Loop.
+    # of static size multiplies by its block's inverse, with no Loop.
+    static = pt.matrix("s", shape=(3, 3))
+    cases = [([matrix], pt.linalg.det(matrix), values["a"], "ArgMin") for matrix in (a, static)]
+    cases += [([m], pt.linalg.cholesky(m), positive["a"], "Sqrt") for m in (a, static)]
     factor = np.linalg.cholesky(positive["a"])
-    for matrix in (a, pt.matrix("s", shape=(3, 3))):
-        for inputs, outputs, matrix_value, op in (
-            ([matrix], pt.linalg.det(matrix), values["a"], "ArgMin"),
-            ([matrix], pt.linalg.cholesky(matrix), positive["a"], "Sqrt"),
-            ([matrix, b], solve_triangular(matrix, b, lower=True), factor, "MatMul"),
-        ):
-            feeds = {matrix.name: matrix_value, "b": values["b"]}
-            feeds = {var.name: feeds[var.name] for var in inputs}
-            model = export_onnx((inputs, [outputs]))
-            executed = {op for op, _ in executed_nodes(model, feeds, tmp_path)}
-            assert op in executed
-            assert "Loop" not in executed
+    cases.append(([static, b], solve_triangular(static, b, lower=True), factor, "MatMul"))
+    for inputs, outputs, matrix_value, op in cases:
+        feeds = {inputs[0].name: matrix_value, "b": values["b"]}
+        feeds = {var.name: feeds[var.name] for var in inputs}
+        model = export_onnx((inputs, [outputs]))
+        executed = {op for op, _ in executed_nodes(model, feeds, tmp_path)}
+        assert op in executed
+        assert "Loop" not in executed
 
 
 @pytest.mark.parametrize("n", [70, 130])
