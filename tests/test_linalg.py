@@ -346,10 +346,9 @@ def test_symbolic_sizes_across_the_small_blocks(rng):
     """Matrices of symbolic size take the smallest block of SMALL_BLOCKS (then BLOCK) that
     holds them, chosen at run time: sizes at and past each tier's edge, batched, against
     PyTensor's Python linker with one compilation."""
-    from pt_onnxscript.ops.linalg import BLOCK, SMALL_BLOCKS, SMALL_SOLVE_BLOCKS
+    from pt_onnxscript.ops.linalg import BLOCK, SMALL_BLOCKS
 
-    small = {*SMALL_BLOCKS, *SMALL_SOLVE_BLOCKS}
-    edges = sorted({0, 1, 2, *small, *(b + 1 for b in small), BLOCK + 1})
+    edges = sorted({0, 1, 2, *SMALL_BLOCKS, *(b + 1 for b in SMALL_BLOCKS), BLOCK + 1})
     _compare_symbolic_sizes([_blocked_inputs(rng, n) for n in edges], pt.tensor3("B"))
 
 

@@ -119,18 +119,15 @@ def block_size(size: int | None) -> int:
 
 
 # The blocks LU and Cholesky take for matrices of symbolic size n, each for n up to it (see
-# by_block_size). The triangular solves take none: with their Loop inside an If's branch, a
-# solve with n right-hand sides at n = 1000 took 77 ms against 68 ms (interleaved), and each
-# If cost ~6 us (~6% of a 1-rhs solve at n = 30), for ~30 us gained at n = 3.
+# by_block_size).
 SMALL_BLOCKS = (4, 16)
-SMALL_SOLVE_BLOCKS = ()
 
 
-def by_block_size(g, a, size: int | None, build, dtypes, kind: str, small=SMALL_BLOCKS):
+def by_block_size(g, a, size: int | None, build, dtypes, kind: str):
     """The list of values (of `dtypes`) ``build(g, block, whole)`` returns for the matrices
     `a` (..., n, n), with the block for their size (`whole`: the block holds all n): for a
-    static `size`, its block_size; for a symbolic one, the smallest of the blocks `small` and
-    BLOCK that holds n, chosen at run time by nested Ifs. The blocked algorithms pad n to a
+    static `size`, its block_size; for a symbolic one, the smallest of SMALL_BLOCKS and BLOCK
+    that holds n, chosen at run time by nested Ifs. The blocked algorithms pad n to a
     multiple of the block and unroll a block's columns: a 3 x 3 matrix of symbolic size,
     padded to one block of BLOCK, ran ~8x the nodes it needs (LU ~25 per column, Cholesky
     ~5), and a Loop of one step."""
@@ -150,7 +147,13 @@ def by_block_size(g, a, size: int | None, build, dtypes, kind: str, small=SMALL_
         )
         return list(results) if len(dtypes) > 1 else [results]
 
-    return tiers(g, [block for block in small if block < BLOCK])
+    return tiers(g, [block for block in SMALL_BLOCKS if block < BLOCK])
+
+
+def _top_left(g, x, n):
+    """x[..., :n, :n] for 0-d int64 `n`."""
+    first = g.Unsqueeze(n, _int(g, [0]))
+    return g.Slice(x, _int(g, [0, 0]), g.Concat(first, first, axis=0), _int(g, [-2, -1]))
 
 
 def _rows(g, x, start, end):
@@ -282,17 +285,14 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
     a = a if lower else swap_last(g, a, rank)
     n = _size(g, a)
 
-    def by_blocks(g, block, whole: bool):
+    def by_blocks(g, block, whole: bool):  # the factor of `a` padded with an identity
         if whole:  # one panel, no Loop
-            total = _int(g, block)
-            t = _padded_panel(g, a, n, total, _int(g, 0), block)
-            factor = _panel_factor(g, t, dtype, rank, block, block, g.Shape(a, start=0, end=-2))
-        else:
-            factor = _cholesky_panels(g, a, n, dtype, rank, block, block * PANEL_BLOCKS)
-        ends = g.Concat(g.Unsqueeze(n, _int(g, [0])), g.Unsqueeze(n, _int(g, [0])), axis=0)
-        return [g.Slice(factor, _int(g, [0, 0]), ends, _int(g, [-2, -1]))]
+            t = _padded_panel(g, a, n, _int(g, block), _int(g, 0), block)
+            return [_panel_factor(g, t, dtype, rank, block, block, g.Shape(a, start=0, end=-2))]
+        return [_cholesky_panels(g, a, n, dtype, rank, block, block * PANEL_BLOCKS)]
 
-    (factor,) = by_block_size(g, a, size, by_blocks, [onnx_dtype(dtype)], "cholesky")
+    (padded,) = by_block_size(g, a, size, by_blocks, [onnx_dtype(dtype)], "cholesky")
+    factor = _top_left(g, padded, n)
     pivots = _diagonal(g, factor, _positions(g, n))
     return _nan_where(g, _any(g, g.Not(g.Greater(pivots, constant(g, 0, dtype)))), factor, dtype)
 
@@ -447,18 +447,18 @@ def solve_triangular(
     By blocks of rows: the inverses of the diagonal blocks of the padded matrix at once
     (triangular_inverse), then for the rows s:s+B, x[s:s+B] = inv_block (b[s:s+B] -
     a[s:s+B, :s] x[:s]), two MatMuls. An upper system is the lower one of `a` and `b`
-    reversed; a matrix one block holds is x = inv_block b, with no Loop. The blocks are
-    by_block_size's."""
+    reversed; a matrix of static size one block holds is x = inv_block b, with no Loop.
+
+    A symbolic size takes BLOCK, not by_block_size's small blocks: with their Loop inside an
+    If's branch, a solve with n right-hand sides at n = 1000 took 77 ms against 68 ms
+    (interleaved), and each If cost ~6 us (~6% of a 1-rhs solve at n = 30), for ~30 us
+    gained at n = 3."""
     n = _size(g, a)
     diagonal = _diagonal(g, a, _positions(g, n))
     if not lower:
         a, b = _flip(g, a, [-2, -1]), _flip(g, b, [-2])
-
-    def by_blocks(g, block, whole: bool):
-        return [_substitution(g, a, b, n, dtype, unit_diagonal, block, whole)]
-
-    dtypes = [onnx_dtype(dtype)]
-    (x,) = by_block_size(g, a, size, by_blocks, dtypes, "substitution", SMALL_SOLVE_BLOCKS)
+    whole = size is not None and size <= BLOCK
+    x = _substitution(g, a, b, n, dtype, unit_diagonal, block_size(size), whole)
     if not lower:
         x = _flip(g, x, [-2])
     if unit_diagonal or not nan_if_singular:
@@ -524,13 +524,19 @@ def diagonal(g, a):
 def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
     """LU with partial pivoting of the matrices `a` (..., n, n) (of static size `size` if
     known) by `_lu_blocks`, or by `_lu_panel_only` where one block holds n, with the block for
-    that size (`by_block_size`)."""
+    that size (`by_block_size`); both factor `a` padded to a multiple of the block, and the
+    first n rows (and columns) of what they return are a's factors."""
     dtypes = [onnx_dtype(dtype), ir.DataType.INT64, ir.DataType.INT64]
 
     def by_blocks(g, block, whole: bool):
         return (_lu_panel_only if whole else _lu_blocks)(g, a, dtype, rank, block)
 
-    return by_block_size(g, a, size, by_blocks, dtypes, "lu")
+    packed, ipiv, perm = by_block_size(g, a, size, by_blocks, dtypes, "lu")
+    n = _size(g, a)
+    first = g.Unsqueeze(n, _int(g, [0]))
+    ipiv = g.Slice(ipiv, _int(g, [0]), first, _int(g, [-1]))
+    perm = g.Slice(perm, _int(g, [0]), first, _int(g, [-1]))
+    return _top_left(g, packed, n), ipiv, perm
 
 
 def _padded_for_lu(g, a, n, total, unit, batch):
@@ -544,25 +550,16 @@ def _padded_for_lu(g, a, n, total, unit, batch):
     return g.Concat(pad_zeros(g, a, -1, after=extra), below, axis=-2)
 
 
-def _lu_unpadded(g, packed, ipiv, perm, n):
-    """The first n rows (and columns) of the padded factors."""
-    first = g.Unsqueeze(n, _int(g, [0]))
-    packed = g.Slice(packed, _int(g, [0, 0]), g.Concat(first, first, axis=0), _int(g, [-2, -1]))
-    ipiv = g.Slice(ipiv, _int(g, [0]), first, _int(g, [-1]))
-    perm = g.Slice(perm, _int(g, [0]), first, _int(g, [-1]))
-    return packed, ipiv, perm
-
-
 def _lu_panel_only(g, a, dtype: str, rank: int, block: int):
     """LU as `_lu_blocks` gives it for matrices `a` (..., n, n) that one block holds (n <=
-    `block`): their padding to block x block is one panel, eliminated by `_lu_panel` with no
-    Loop and no trailing matrix."""
+    `block`): their padding to block x block (the size of what it returns) is one panel,
+    eliminated by `_lu_panel` with no Loop and no trailing matrix."""
     n = _size(g, a)
     batch = g.Shape(a, start=0, end=-2)
     unit = constant(g, np.eye(block), dtype)
     padded = _padded_for_lu(g, a, n, _int(g, block), unit, batch)
     packed, order, ipiv = _lu_panel(g, padded, dtype, block, batch, rank)
-    return _lu_unpadded(g, packed, ipiv, g.Squeeze(order, _int(g, [-1])), n)
+    return packed, ipiv, g.Squeeze(order, _int(g, [-1]))
 
 
 def _lu_blocks(g, a, dtype: str, rank: int, block: int):
@@ -574,9 +571,9 @@ def _lu_blocks(g, a, dtype: str, rank: int, block: int):
     is what the next step carries; the block's finished rows of L\\U are the step's scan
     output.
 
-    Returns getrf's packed L\\U (..., n, n), its pivot rows ipiv (..., n) (row k swapped with
-    ipiv[k] at step k) and the permutation `perm` (..., n) of the rows of `a` that L U factors
-    (a[perm] = L U).
+    Returns, for `a` padded with an identity to (..., N, N), N a multiple of `block`: getrf's
+    packed L\\U (..., N, N), its pivot rows ipiv (..., N) (row k swapped with ipiv[k] at step
+    k) and the permutation `perm` (..., N) of the rows that L U factors (a[perm] = L U).
     """
     n = _size(g, a)
     total = g.Mul(g.Div(g.Add(n, _int(g, block - 1)), _int(g, block)), _int(g, block))
@@ -642,7 +639,7 @@ def _lu_blocks(g, a, dtype: str, rank: int, block: int):
     packed = stacked_rows(g, finished, count, batch, block, g.Unsqueeze(total, top), rank)
     perm = stacked_rows(g, perm, count, batch, block, None, rank)  # each step's (..., block, 1)
     ipiv = stacked_rows(g, pivot_rows, count, batch, block, None, rank)
-    return _lu_unpadded(g, packed, ipiv, perm, n)
+    return packed, ipiv, perm
 
 
 def take_rows(g, x, rows, rank: int):
