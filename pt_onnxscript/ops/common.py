@@ -10,6 +10,10 @@ from pt_onnxscript.scripted import inline
 from pt_onnxscript.translate import constant_value
 from pt_onnxscript.types import onnx_dtype
 
+# The int64 extremes: Slice's start or end past any dim, forward or backward.
+INT64_MAX = np.iinfo(np.int64).max
+INT64_MIN = np.iinfo(np.int64).min
+
 
 def out_dtype(node, i: int = 0):
     """The ONNX dtype of output `i` of `node`."""

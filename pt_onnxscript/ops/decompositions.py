@@ -3,7 +3,7 @@ pinv by Jacobi rotations."""
 
 import numpy as np
 
-from pt_onnxscript.ops.common import branch, constant, loop, pad_zeros, raise_if
+from pt_onnxscript.ops.common import INT64_MAX, branch, constant, loop, pad_zeros, raise_if
 from pt_onnxscript.ops.linalg import (
     block_size,
     diagonal,
@@ -60,7 +60,6 @@ def _square_identity(g, a, size, dtype: str):
 # panel's reflectors reach the rest at once. 16 was as fast as 32 at n = 200 and faster for
 # small matrices (each panel's block reflector and its MatMuls are QR_BLOCK wide).
 QR_BLOCK = 16
-_END = np.iinfo(np.int64).max
 
 
 def householder_qr(g, a, dtype: str, rank: int, with_q: bool = True, size: int | None = None):
@@ -95,7 +94,7 @@ def householder_qr(g, a, dtype: str, rank: int, with_q: bool = True, size: int |
         panel, taus, v = _qr_panel(g, panel, rows, last_row, start, columns, block, dtype, rank)
         t = _block_reflector(g, v, taus, block, dtype, rank)
         v_t = swap_last(g, v, rank)
-        right = g.Slice(rest, width, _int(g, [_END]), _int(g, [-1]))
+        right = g.Slice(rest, width, _int(g, [INT64_MAX]), _int(g, [-1]))
         right = g.Sub(right, g.MatMul(v, g.MatMul(swap_last(g, t, rank), g.MatMul(v_t, right))))
         if not q:
             return [right, panel, taus]
@@ -431,8 +430,7 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
     singular = _leading(g, values, k, -1)
     if not with_vectors:
         return singular, None, None, failed
-    vectors = [swap_last(g, vectors[0], rank)]
-    v = _columns_in_order(g, _leading(g, vectors[0], n, -2), order)
+    v = _columns_in_order(g, _leading(g, swap_last(g, vectors[0], rank), n, -2), order)
     scale = g.Where(g.Equal(values, zero), zero, g.Reciprocal(values))
     u = g.Mul(
         _leading(g, _columns_in_order(g, x, order), k, -1),

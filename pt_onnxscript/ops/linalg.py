@@ -14,7 +14,15 @@ raises (inverting a singular matrix: a failure guard in the model).
 import numpy as np
 import onnx_ir as ir
 
-from pt_onnxscript.ops.common import branch, constant, loop, pad_zeros, raise_if
+from pt_onnxscript.ops.common import (
+    INT64_MAX,
+    INT64_MIN,
+    branch,
+    constant,
+    loop,
+    pad_zeros,
+    raise_if,
+)
 from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
 
@@ -226,7 +234,7 @@ def triangular_inverse(g, t, block: int):
     )
     diagonal = g.Slice(entries, _int(g, [0]), _int(g, [block]), _int(g, [-1]))
     inverse = g.Unsqueeze(g.Reciprocal(diagonal), _int(g, [-1, -2]))  # (..., block, 1, 1)
-    joined = g.Neg(g.Slice(entries, _int(g, [block]), _int(g, [_END]), _int(g, [-1])))  # -C
+    joined = g.Neg(g.Slice(entries, _int(g, [block]), _int(g, [INT64_MAX]), _int(g, [-1])))  # -C
     size, offset = 1, 0
     while size < block:
         pairs = block // (2 * size)
@@ -337,7 +345,7 @@ def _padded_panel(g, a, n, total, start, width: int):
     part = g.Slice(
         a,
         begin,
-        g.Concat(_int(g, [_END]), g.Unsqueeze(end, _int(g, [0])), axis=0),
+        g.Concat(_int(g, [INT64_MAX]), g.Unsqueeze(end, _int(g, [0])), axis=0),
         _int(g, [-2, -1]),
     )
     part = pad_zeros(g, part, -2, after=g.Unsqueeze(g.Sub(total, n), _int(g, [0])))
@@ -371,9 +379,9 @@ def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
     factor (triangular_inverse), transposed."""
     done = None
     for s in range(0, width, block):
-        part = g.Slice(t, _int(g, [s, s]), _int(g, [_END, s + block]), _int(g, [-2, -1]))
+        part = g.Slice(t, _int(g, [s, s]), _int(g, [INT64_MAX, s + block]), _int(g, [-2, -1]))
         if done is not None:
-            below = g.Slice(done, _int(g, [s]), _int(g, [_END]), _int(g, [-2]))
+            below = g.Slice(done, _int(g, [s]), _int(g, [INT64_MAX]), _int(g, [-2]))
             top_rows = g.Slice(below, _int(g, [0]), _int(g, [block]), _int(g, [-2]))
             part = g.Sub(part, g.MatMul(below, swap_last(g, top_rows, rank)))
         top = _block_factor(
@@ -381,7 +389,7 @@ def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
         )
         inverse = triangular_inverse(g, top, block)
         side = g.MatMul(
-            g.Slice(part, _int(g, [block]), _int(g, [_END]), _int(g, [-2])),
+            g.Slice(part, _int(g, [block]), _int(g, [INT64_MAX]), _int(g, [-2])),
             swap_last(g, inverse, rank),
         )
         columns = g.Concat(top, side, axis=-2)
@@ -391,9 +399,6 @@ def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
             above = g.Expand(constant(g, 0, dtype), g.Concat(batch, _int(g, [s, block]), axis=0))
             done = g.Concat(done, g.Concat(above, columns, axis=-2), axis=-1)
     return done
-
-
-_END = np.iinfo(np.int64).max
 
 
 def _any(g, mask):
@@ -431,7 +436,7 @@ def _flip(g, x, axes):
     return g.Slice(
         x,
         _int(g, [-1] * count),
-        _int(g, [np.iinfo(np.int64).min] * count),
+        _int(g, [INT64_MIN] * count),
         _int(g, axes),
         _int(g, [-1] * count),
     )
@@ -583,7 +588,7 @@ def _lu_blocks(g, a, dtype: str, rank: int, block: int):
     index = _positions(g, total)
     top = _int(g, [0])
     width = _int(g, [block])
-    end = _int(g, [_END])
+    end = _int(g, [INT64_MAX])
 
     def block_step(g, k, trailing, left, rows):
         """`trailing`: A22 (..., H, H) in the rows' current order; `left`: the finished L

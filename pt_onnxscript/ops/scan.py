@@ -11,11 +11,10 @@ buffer as a carried value, written at (pos + tap) % length each step.
 
 from itertools import chain
 
-import numpy as np
 import onnx_ir as ir
 from pytensor.scan.op import Scan
 
-from pt_onnxscript.ops.common import constant, loop
+from pt_onnxscript.ops.common import INT64_MAX, constant, loop
 from pt_onnxscript.registry import register
 from pt_onnxscript.translate import TranslationError, translate_graph, value_of
 from pt_onnxscript.types import onnx_dtype
@@ -172,7 +171,7 @@ def _first_rows(g, buffer, depth: int):
 
 def _shift(g, window, row):
     """`window` without its oldest row, `row` after its newest."""
-    rest = g.Slice(window, _int(g, [1]), _int(g, [np.iinfo(np.int64).max]), _int(g, [0]))
+    rest = g.Slice(window, _int(g, [1]), _int(g, [INT64_MAX]), _int(g, [0]))
     return g.Concat(rest, g.Unsqueeze(row, _int(g, [0])), axis=0)
 
 

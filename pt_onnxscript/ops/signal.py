@@ -14,7 +14,14 @@ from pytensor.tensor.basic import NotScalarConstantError, get_underlying_scalar_
 from pytensor.tensor.elemwise import CAReduce
 from pytensor.tensor.signal.conv import Convolve1d, Convolve2d
 
-from pt_onnxscript.ops.common import branch, constant, known_size, pad_zeros, raise_if
+from pt_onnxscript.ops.common import (
+    INT64_MIN,
+    branch,
+    constant,
+    known_size,
+    pad_zeros,
+    raise_if,
+)
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.rewrites import ChannelConv2d, Pool2d
 from pt_onnxscript.runtime_gaps import has_kernel
@@ -180,7 +187,7 @@ def channel_conv2d(g, node, x, w):
         flipped = g.Slice(
             w,
             constant(g, [-1, -1], "int64"),
-            constant(g, [np.iinfo(np.int64).min] * 2, "int64"),
+            constant(g, [INT64_MIN] * 2, "int64"),
             constant(g, [2, 3], "int64"),
             constant(g, [-1, -1], "int64"),
         )

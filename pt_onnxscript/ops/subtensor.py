@@ -24,13 +24,10 @@ from pytensor.tensor.subtensor import (
 )
 from pytensor.tensor.type_other import MakeSlice, NoneTypeT, SliceType
 
-from pt_onnxscript.ops.common import constant, loop, where
+from pt_onnxscript.ops.common import INT64_MAX, INT64_MIN, constant, loop, where
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.translate import StaticValue, TranslationError
 from pt_onnxscript.types import onnx_dtype
-
-INT64_MAX = np.iinfo(np.int64).max
-INT64_MIN = np.iinfo(np.int64).min
 
 
 @dataclass(frozen=True)

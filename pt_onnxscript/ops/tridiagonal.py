@@ -7,10 +7,9 @@ of the diagonals, so Blockwise versions run one Loop for the whole batch. The pi
 LAPACK's 1-based int32 `ipiv`, as SciPy's gttrf returns them.
 """
 
-import numpy as np
 import onnx_ir as ir
 
-from pt_onnxscript.ops.common import constant, loop, pad_zeros
+from pt_onnxscript.ops.common import INT64_MIN, constant, loop, pad_zeros
 from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
 
@@ -221,7 +220,7 @@ def _upper(g, d, du, du2, y, n):
 
 
 def _flip_rows(g, x):
-    return g.Slice(x, _int(g, [-1]), _int(g, [np.iinfo(np.int64).min]), _int(g, [0]), _int(g, [-1]))
+    return g.Slice(x, _int(g, [-1]), _int(g, [INT64_MIN]), _int(g, [0]), _int(g, [-1]))
 
 
 def _upper_transposed(g, d, du, du2, b, n):
