@@ -10,7 +10,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
-from pt_onnxscript.testing import compare_onnx_and_py, executed_nodes
+from pt_onnxscript.testing import _all_nodes, compare_onnx_and_py, executed_nodes
 
 RTOL = {"float64": 1e-11, "float32": 5e-4}
 PYTENSOR_3 = int(pytensor.__version__.split(".")[0]) >= 3
@@ -337,27 +337,28 @@ def test_svd_batched(rng):
     compare_onnx_and_py([a], _svd_checks(a, False), [value], rtol=1e-11, atol=1e-12)
 
 
+def _round_bodies(model):
+    """The Jacobi rounds' Loop bodies, wherever they are nested."""
+    import onnx
+
+    return [
+        attribute.g
+        for node in _all_nodes(model.graph)
+        for attribute in node.attribute
+        if attribute.type == onnx.AttributeProto.GRAPH
+        and attribute.g.name.startswith("jacobi_round")
+    ]
+
+
 def _carried_gathers(model):
     """The axes of the Gathers in the Jacobi rounds' Loop bodies that read a carried state
     (the matrices a round rotates)."""
-    import onnx
-
     found = []
-
-    def walk(graph):
-        for node in graph.node:
-            for attribute in node.attribute:
-                if attribute.type != onnx.AttributeProto.GRAPH:
-                    continue
-                body = attribute.g
-                carried = {value.name for value in body.input[2:]}
-                for inner in body.node if body.name.startswith("jacobi_round") else ():
-                    if inner.op_type == "Gather" and inner.input[0] in carried:
-                        axis = next((a.i for a in inner.attribute if a.name == "axis"), 0)
-                        found.append(axis)
-                walk(body)
-
-    walk(model.graph)
+    for body in _round_bodies(model):
+        carried = {value.name for value in body.input[2:]}
+        for inner in body.node:
+            if inner.op_type == "Gather" and inner.input[0] in carried:
+                found.append(next((a.i for a in inner.attribute if a.name == "axis"), 0))
     return found
 
 
@@ -380,23 +381,11 @@ def test_jacobi_rotates_rows(rng):
 def test_jacobi_rounds_read_their_pairings():
     """The round robin's pairings are tables made once; a round reads its row of each (no
     round computes its pairs: a Mod, a ScatterElements and their index arithmetic)."""
-    import onnx
-
     from pt_onnxscript import export_onnx
 
     a = pt.matrix("a")
     model = export_onnx(([a], list(pt.linalg.eigh(a))))
-    rounds = []
-
-    def walk(graph):
-        for node in graph.node:
-            for attribute in node.attribute:
-                if attribute.type == onnx.AttributeProto.GRAPH:
-                    if attribute.g.name.startswith("jacobi_round"):
-                        rounds.append({inner.op_type for inner in attribute.g.node})
-                    walk(attribute.g)
-
-    walk(model.graph)
+    rounds = [{inner.op_type for inner in body.node} for body in _round_bodies(model)]
     assert rounds and all(not ops & {"Mod", "ScatterElements"} for ops in rounds), rounds
 
 
