@@ -20,6 +20,7 @@ from pytensor.compile.mode import Mode
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.rewriting.db import RewriteDatabaseQuery
 from pytensor.link.basic import JITLinker
+from pytensor.link.utils import raise_with_op
 from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.errors import ExecutionError
@@ -73,56 +74,53 @@ class ONNXLinker(JITLinker):
         return super().accept(fgraph, no_recycling, profile)
 
     def fgraph_convert(self, fgraph, input_storage, storage_map, **kwargs):
-        # The model is specialised on the shared values as they are now: those the function
-        # does not update (up to BAKED_ELEMENTS each) are initializers, which ONNX Runtime
-        # pre-packs and folds; the others are inputs of fixed shapes, so shape arithmetic and
-        # checks fold away. Each call checks the specialisation still holds (the baked values
-        # bit for bit: set_value and in-place changes alike) and translates the model again
-        # when not, up to RESPECIALISATIONS times; past that, shared values change too often
-        # and the general model (every shared variable an input of unknown shape) runs.
-        updated = set(getattr(fgraph, "update_mapping", {}).values())
-        states = [i for i, var in enumerate(fgraph.outputs) if is_random_state(var)]
-        current = self._specialise(fgraph, updated, None)
-        respecialised = 0
+        return _Runner(self, fgraph, storage_map)
 
-        def run(*args):
-            # As little Python per call as possible: this is all mode "ONNX" adds to a call.
-            nonlocal current, respecialised
-            if not current.holds(args):
-                respecialised += 1
-                general = respecialised > RESPECIALISATIONS
-                current = self._specialise(fgraph, updated, args, general)
-            feeds = {
-                name: arg
-                if type(arg) is np.ndarray and arg.dtype == dtype
-                else np.asarray(arg, dtype=dtype)
-                if dtype is not None
-                else state_from_generator(arg)
-                for name, dtype, arg in zip(
-                    current.names, current.dtypes, map(args.__getitem__, current.fed)
-                )
-            }
+    def jit_compile(self, fn):
+        return fn
+
+    def create_thunk_inputs(self, storage_map):
+        return [storage_map[var] for var in self.fgraph.inputs]
+
+    def create_jitable_thunk(self, compute_map, order, input_storage, output_storage, storage_map):
+        """JITLinker's thunk, calling the runner with no arguments: it reads the input cells
+        and writes the output cells itself (PyTensor's thunk passes each call's values
+        through a generator, an argument tuple and a list of results: ~1 us of a call)."""
+        fgraph = self.fgraph
+        runner = self.jit_compile(
+            self.fgraph_convert(
+                fgraph,
+                order=order,
+                input_storage=input_storage,
+                output_storage=output_storage,
+                storage_map=storage_map,
+            )
+        )
+        output_nodes = [o.owner for o in fgraph.outputs if o.owner is not None][:1]
+        step = runner.step
+
+        def thunk():
             try:
-                results = current.run(feeds, None)
-            except Exception as err:  # noqa: BLE001  (a check's own exception, or explained)
-                raise_check(err, current.checks, current.model, feeds)
-            for i in states:
-                results[i] = generator_from_state(results[i])
-            return results
+                step()
+            except Exception:  # noqa: BLE001  (re-raised by PyTensor, naming the node)
+                raise_with_op(fgraph, output_nodes[0], thunk)
 
-        run.model = current.model
-        return run
+        thunk.inputs = runner.inputs
+        thunk.outputs = runner.outputs
+        thunk.lazy = False
+        return [thunk], output_nodes, runner
 
-    def _specialise(self, fgraph, updated, args, general: bool = False):
-        """The model and session for `fgraph` specialised on the shared values in `args`
-        (None: their current values), or on nothing (`general`)."""
+    def _specialise(self, fgraph, updated, cells, general: bool = False):
+        """The model and session for `fgraph` specialised on the shared values in the input
+        `cells` (or on nothing: `general`), with the cells it reads and checks; `updated`
+        holds the positions of the inputs the function updates."""
         from pt_onnxscript.translate import fgraph_to_model
 
         baked, shapes = {}, {}
-        for i, var in enumerate([] if general else fgraph.inputs):
+        for i, (var, cell) in enumerate(zip([] if general else fgraph.inputs, cells)):
             if not isinstance(var, SharedVariable) or not isinstance(var.type, TensorType):
                 continue
-            value = var.get_value(borrow=True) if args is None else args[i]
+            value = cell[0]
             if type(value) is not np.ndarray:
                 continue
             if i not in updated and value.size <= BAKED_ELEMENTS:
@@ -135,24 +133,81 @@ class ONNXLinker(JITLinker):
         checks = model_checks(model)
         with raising_checks(checks, model):
             run = session_runner(model, self.providers, self.threads)
-        position = {var: i for i, var in enumerate(fgraph.inputs)}
+        cell_of = dict(zip(fgraph.inputs, cells))
         fed = [var for var in fgraph.inputs if var not in baked]
         return _Specialised(
             model=model,
             run=run,
             checks=checks,
-            fed=[position[var] for var in fed],
-            names=[value.name for value in model.graph.inputs],
-            dtypes=[None if is_random_state(var) else np.dtype(var.type.dtype) for var in fed],
-            baked=[(position[var], value.shape, value.tobytes()) for var, value in baked.items()],
-            shapes=[(position[var], shape) for var, shape in shapes.items()],
+            feeds=[
+                (
+                    value.name,
+                    cell_of[var],
+                    None if is_random_state(var) else np.dtype(var.type.dtype),
+                )
+                for value, var in zip(model.graph.inputs, fed, strict=True)
+            ],
+            baked=[(cell_of[var], value.shape, value.tobytes()) for var, value in baked.items()],
+            shapes=[(cell_of[var], shape) for var, shape in shapes.items()],
         )
 
-    def jit_compile(self, fn):
-        return fn
 
-    def create_thunk_inputs(self, storage_map):
-        return [storage_map[var] for var in self.fgraph.inputs]
+class _Runner:
+    """Mode "ONNX"'s function for one FunctionGraph: `step()` runs the model on the values in
+    the `inputs` cells and puts its results in the `outputs` cells.
+
+    The model is specialised on the shared values as they are now: those the function does
+    not update (up to BAKED_ELEMENTS each) are initializers, which ONNX Runtime pre-packs and
+    folds; the others are inputs of fixed shapes, so shape arithmetic and checks fold away.
+    Each call checks the specialisation still holds (the baked values bit for bit: set_value
+    and in-place changes alike) and translates the model again when not, up to
+    RESPECIALISATIONS times; past that, shared values change too often and the general model
+    (every shared variable an input of unknown shape) runs."""
+
+    def __init__(self, linker: ONNXLinker, fgraph, storage_map):
+        self.linker, self.fgraph = linker, fgraph
+        self.inputs = linker.create_thunk_inputs(storage_map)
+        self.outputs = [storage_map[var] for var in fgraph.outputs]
+        self.updated = set(getattr(fgraph, "update_mapping", {}).values())
+        self.states = [i for i, var in enumerate(fgraph.outputs) if is_random_state(var)]
+        self.respecialised = 0
+        self.current = linker._specialise(fgraph, self.updated, self.inputs)
+
+    @property
+    def model(self) -> ir.Model:
+        """The model the next call runs (unless the shared values change)."""
+        return self.current.model
+
+    def step(self) -> None:
+        # As little Python per call as possible: this is all mode "ONNX" adds to a call.
+        current = self.current
+        if not current.holds():
+            self.respecialised += 1
+            general = self.respecialised > RESPECIALISATIONS
+            current = self.current = self.linker._specialise(
+                self.fgraph, self.updated, self.inputs, general
+            )
+        feeds = {}
+        for name, cell, dtype in current.feeds:
+            value = cell[0]
+            if type(value) is not np.ndarray or value.dtype != dtype:
+                value = _converted(value, dtype)
+            feeds[name] = value
+        try:
+            results = current.run(feeds, None)
+        except Exception as err:  # noqa: BLE001  (a check's own exception, or explained)
+            raise_check(err, current.checks, current.model, feeds)
+        for i in self.states:
+            results[i] = generator_from_state(results[i])
+        for cell, value in zip(self.outputs, results):
+            cell[0] = value
+
+
+def _converted(value, dtype: np.dtype | None):
+    """`value` as the model's input takes it: an array of `dtype` (what PyTensor's checks of
+    the arguments give, unless the function trusts its input), or for None a random
+    generator's state."""
+    return state_from_generator(value) if dtype is None else np.asarray(value, dtype=dtype)
 
 
 # Shared values of at most this many elements are baked into mode "ONNX"'s model (see
@@ -166,27 +221,25 @@ RESPECIALISATIONS = 3
 
 @dataclass
 class _Specialised:
-    """A session for the model specialised on some shared values: the positions of the
-    arguments fed (their input names and dtypes, None for a random state), the baked
-    arguments' shapes and bytes (the same bit for bit: NaN is NaN, -0.0 is not 0.0) and the
-    fixed arguments' shapes."""
+    """A session for the model specialised on some shared values: the input cells fed (by the
+    model's input names, with their dtypes, None for a random state), the baked cells' shapes
+    and bytes (the same bit for bit: NaN is NaN, -0.0 is not 0.0) and the fixed cells'
+    shapes."""
 
     model: ir.Model
     run: Callable  # run(feeds, run_options) -> results
     checks: dict
-    fed: list[int]
-    names: list[str]
-    dtypes: list[np.dtype | None]
-    baked: list[tuple[int, tuple[int, ...], bytes]]
-    shapes: list[tuple[int, tuple[int, ...]]]
+    feeds: list[tuple[str, list, np.dtype | None]]
+    baked: list[tuple[list, tuple[int, ...], bytes]]
+    shapes: list[tuple[list, tuple[int, ...]]]
 
-    def holds(self, args) -> bool:
-        """Whether `args` has the values and shapes the model was specialised on."""
-        for i, shape in self.shapes:
-            if np.shape(args[i]) != shape:
+    def holds(self) -> bool:
+        """Whether the cells hold the values and shapes the model was specialised on."""
+        for cell, shape in self.shapes:
+            if np.shape(cell[0]) != shape:
                 return False
-        for i, shape, data in self.baked:
-            value = args[i]  # a shared variable's container holds its dtype
+        for cell, shape, data in self.baked:
+            value = cell[0]  # a shared variable's container holds its dtype
             if type(value) is not np.ndarray or value.shape != shape or value.tobytes() != data:
                 return False
         return True

@@ -125,8 +125,22 @@ def test_weights_the_function_does_not_update_are_baked_and_every_change_is_seen
             np.testing.assert_array_equal(got, w.get_value())
             assert np.signbit(got).tolist() == np.signbit(w.get_value()).tolist()
     assert f(np.ones(2))[2] == 2 * len(changes) + 1  # the updated variable is fed, as ever
+    # The function's model is the one its calls run: now the general one, w an input.
+    inputs = [value.name for value in f.vm.jit_fn.model.graph.inputs]
+    assert inputs == ["x", "w", "big", "count"]
     big.get_value(borrow=True)[0] = 3.0
     assert f(np.ones(2))[1] == BAKED_ELEMENTS + 3
+
+
+def test_trusted_inputs_are_converted_to_the_models_dtypes():
+    """With trust_input, PyTensor passes the arguments as given: the mode converts them as
+    its checks would have (a list, integers for a float input, a 0-d value)."""
+    x = pt.vector("x")
+    k = pt.scalar("k", dtype="int32")
+    f = pytensor.function([x, k], x * k, mode="ONNX")
+    f.trust_input = True
+    assert_same(f([1, 2, 3], 2), np.array([2.0, 4.0, 6.0]))
+    assert_same(f(np.arange(3), np.int64(3)), np.array([0.0, 3.0, 6.0]))
 
 
 def test_an_update_that_grows_a_shared_variable():
