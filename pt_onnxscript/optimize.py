@@ -195,7 +195,9 @@ EXACT_RULES = RewriteRuleSet(
 def _rules_for(model: ir.Model) -> RewriteRuleSet | None:
     """The rules whose pattern ends in an operator the model has, each tried only on the
     nodes of that operator (onnxscript's RewriteRuleSet tries every rule on every node, at
-    ~15 us a failed match: most of an export's time on graphs of thousands of nodes)."""
+    ~15 us a failed match: most of an export's time on graphs of thousands of nodes). The set
+    leaves removing what the rewrites left unread to `optimize`, which does it when a rule
+    applied (the set would run RemoveUnusedNodesPass after every pass, applied or not)."""
     present = {
         (node.domain or "", node.op_type)
         for node in ir.traversal.RecursiveGraphIterator(model.graph)
@@ -208,7 +210,11 @@ def _rules_for(model: ir.Model) -> RewriteRuleSet | None:
             rules.append(rule)
         elif (root[0] or "", root[1]) in present:
             rules.append(_Rooted(rule, root[0] or "", root[1]))
-    return RewriteRuleSet(rules) if rules else None
+    if not rules:
+        return None
+    rule_set = RewriteRuleSet(rules)
+    rule_set.remove_unused_nodes = False
+    return rule_set
 
 
 class _Rooted:
@@ -249,7 +255,8 @@ class _FoldConstants(_constant_folding.FoldConstantsPass):
         self.added_nodes = False
 
     def visit_node(self, node: ir.Node, root) -> None:
-        if self._visited.get(node) == _what_it_reads(node):
+        visited = self._visited.get(node)
+        if visited is not None and visited == _what_it_reads(node):
             for attr in node.attributes.values():
                 self.visit_attribute(attr)  # a subgraph's nodes are looked at one by one
         else:
@@ -371,14 +378,14 @@ def optimize(model: ir.Model) -> None:
         # What the fold left unread goes before the rewrites: a dead reader still counts as
         # a use, and a pattern whose inner values must have one reader would not match.
         if changed:
-            common_passes.RemoveUnusedNodesPass()(model)
+            remove_unread(model)
         common_passes.LiftSubgraphInitializersToMainGraphPass()(model)  # folded constants
         hoisted = hoist_loop_invariants(model.graph)
         unrolled = unroll_loops(model.graph) | unroll_by_factor(model.graph)
         rules = _rules_for(model)
         rewritten = rules is not None and RewritePass(rules)(model).modified
         if rewritten:
-            common_passes.RemoveUnusedNodesPass()(model)
+            remove_unread(model)
         changed = unrolled or hoisted  # what they replaced may be left unread
         # Another round only for what this one left to fold or rewrite: what the later
         # passes changed, or nodes the fold put in and did not visit (a fold right after a
@@ -393,9 +400,38 @@ def optimize(model: ir.Model) -> None:
         common_passes.LiftSubgraphInitializersToMainGraphPass(),
         common_passes.DeduplicateInitializersPass(),
         common_passes.CommonSubexpressionEliminationPass(),
-        common_passes.RemoveUnusedNodesPass(),  # what the merged copies read
-        common_passes.OutputFixPass(),
     )(model)
+    remove_unread(model)  # what the merged copies read
+    common_passes.OutputFixPass()(model)
+
+
+def remove_unread(model: ir.Model) -> None:
+    """onnx-ir's RemoveUnusedNodesPass, when it has something to do (`_has_unread`): it looks
+    up each node's schema, ~5 us a node, a fifth of the optimiser's time on a graph with
+    nothing to remove."""
+    if _has_unread(model.graph) or any(
+        not value.uses() and not value.is_graph_output()
+        for value in model.graph.initializers.values()
+    ):
+        common_passes.RemoveUnusedNodesPass()(model)
+
+
+def _has_unread(graph: ir.Graph) -> bool:
+    """Whether RemoveUnusedNodesPass would change a node of `graph` or of its subgraphs: a
+    node with an output nothing reads or returns (the node goes, or that optional output), or
+    with trailing empty inputs (they go)."""
+    for node in graph:
+        if node.inputs and node.inputs[-1] is None:
+            return True
+        for output in node.outputs:
+            if not output.uses() and not output.is_graph_output():
+                return True
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH and _has_unread(attr.as_graph()):
+                return True
+            if attr.type == ir.AttributeType.GRAPHS and any(map(_has_unread, attr.as_graphs())):
+                return True
+    return False
 
 
 # Elementwise operators that broadcast their inputs (all of them).
