@@ -96,6 +96,37 @@ class SignRepairedWhere(RewriteRuleClassBase):
         return op.Where(op.Xor(cond, true), b, a)
 
 
+class FoldedSignRepair(RewriteRuleClassBase):
+    """The same repair once constant folding has turned its "a is -0.0" into a constant that
+    is false everywhere (`a` a constant such as -inf, known only after folding, the folder
+    having folded that part before `SignRepairedWhere` could match): the correcting factor
+    is ``Where(And(And(c, False), ...), -1, 1)``, 1 everywhere, so ``result * 1 -> result``
+    (NaN, -0.0 and inf times 1 are themselves): one node instead of seven."""
+
+    def pattern(self, op, cond, a, b, negative_zero, zero, one, minus_one):
+        result = op.Where(cond, a, b)
+        lost = op.And(op.And(cond, negative_zero), op.Greater(op.Div(one, result), zero))
+        return op.Mul(result, op.Where(lost, minus_one, one))
+
+    def check(self, context, cond, a, b, negative_zero, zero, one, minus_one, **_):
+        check = MatchResult()
+        for value, expected in ((zero, 0), (one, 1), (minus_one, -1)):
+            if not _constant_equal(value, expected):
+                return check.fail(f"{value.name} is not the constant {expected}")
+        flags = ir.convenience.get_const_tensor(negative_zero)
+        if flags is None or flags.numpy().any():
+            return check.fail("the -0.0 test is not a constant false everywhere")
+        if flags.size != 1 or any(value.shape is None for value in (cond, a, b)):
+            return check.fail("the test may broadcast the result to another shape")
+        rank = max(len(value.shape) for value in (cond, a, b))
+        if len(flags.shape) > rank:
+            return check.fail("the test has more dims than the result")
+        return check
+
+    def rewrite(self, op, cond, a, b, **_):
+        return op.Where(cond, a, b)
+
+
 class LeadingUnsqueezeBroadcast(RewriteRuleClassBase):
     """``op(x, Unsqueeze(y, [0, .., k-1])) -> op(x, y)`` for a broadcasting binary `op`
     (and with the operands swapped) when x has at least the Unsqueeze's rank: broadcasting
@@ -171,6 +202,7 @@ EXACT_RULES = RewriteRuleSet(
         rules.no_op_cast_rule,
         ExpandToOwnShape.rule(),
         SignRepairedWhere.rule(),
+        FoldedSignRepair.rule(),
         rules.flatten_to_reshape_rule,
         rules.reshape_reshape_rule,
         rules.no_op_transpose_rule,
