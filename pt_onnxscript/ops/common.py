@@ -34,6 +34,16 @@ def constant(g, value, dtype: str):
     return constant_value(g, tensor_constant(np.asarray(value, dtype=dtype)))
 
 
+def ints(g, value):
+    """An int64 constant (a shape, axes, an index, a bound)."""
+    return constant(g, value, "int64")
+
+
+def range_to(g, n):
+    """0, 1, ..., n - 1 (int64) for a 0-d int64 `n`."""
+    return g.Range(ints(g, 0), n, ints(g, 1))
+
+
 def where(g, cond, a, b, dtype: str):
     """Where(cond, a, b) for values of PyTensor dtype `dtype`.
 

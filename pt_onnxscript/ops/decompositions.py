@@ -3,7 +3,16 @@ pinv by Jacobi rotations."""
 
 import numpy as np
 
-from pt_onnxscript.ops.common import INT64_MAX, branch, constant, loop, pad_zeros, raise_if
+from pt_onnxscript.ops.common import (
+    INT64_MAX,
+    branch,
+    constant,
+    ints,
+    loop,
+    pad_zeros,
+    raise_if,
+    range_to,
+)
 from pt_onnxscript.ops.linalg import (
     block_size,
     diagonal,
@@ -31,28 +40,20 @@ except ImportError:  # PyTensor 2.38
     from pytensor.tensor.slinalg import QR, Eigvalsh, EigvalshGrad
 
 
-def _int(g, value):
-    return constant(g, value, "int64")
-
-
 def _dim(g, a, axis: int):
     """Length `axis` of `a`, 0-d int64."""
-    return g.Squeeze(g.Shape(a, start=axis, end=axis + 1 if axis != -1 else None), _int(g, [0]))
-
-
-def _positions(g, n):
-    return g.Range(_int(g, 0), n, _int(g, 1))
+    return g.Squeeze(g.Shape(a, start=axis, end=axis + 1 if axis != -1 else None), ints(g, [0]))
 
 
 def _outer(g, u, v):
     """u v^T for (..., m) `u` and (..., n) `v`: (..., m, n)."""
-    return g.Mul(g.Unsqueeze(u, _int(g, [-1])), g.Unsqueeze(v, _int(g, [-2])))
+    return g.Mul(g.Unsqueeze(u, ints(g, [-1])), g.Unsqueeze(v, ints(g, [-2])))
 
 
 def _square_identity(g, a, size, dtype: str):
     """Identity matrices (size x size) for each matrix of the batch of `a`."""
     eye = g.Cast(_diagonal_mask(g, size), to=onnx_dtype(dtype))
-    length = g.Unsqueeze(size, _int(g, [0]))
+    length = g.Unsqueeze(size, ints(g, [0]))
     return g.Expand(eye, g.Concat(g.Shape(a, start=0, end=-2), length, length, axis=0))
 
 
@@ -79,22 +80,22 @@ def householder_qr(g, a, dtype: str, rank: int, with_q: bool = True, size: int |
     block = min(block_size(size), QR_BLOCK)
     m, n = _dim(g, a, -2), _dim(g, a, -1)
     k = g.Min(m, n)
-    count = g.Div(g.Add(k, _int(g, block - 1)), _int(g, block))
+    count = g.Div(g.Add(k, ints(g, block - 1)), ints(g, block))
     # Zero columns up to whole panels (identity reflectors past min(m, n), sliced off).
-    extra = g.Max(g.Sub(g.Mul(count, _int(g, block)), n), _int(g, 0))
-    padded = pad_zeros(g, a, -1, after=g.Unsqueeze(extra, _int(g, [0])))
-    rows = _positions(g, m)
-    last_row = g.Max(g.Sub(m, _int(g, 1)), _int(g, 0))
-    width = _int(g, [block])
+    extra = g.Max(g.Sub(g.Mul(count, ints(g, block)), n), ints(g, 0))
+    padded = pad_zeros(g, a, -1, after=g.Unsqueeze(extra, ints(g, [0])))
+    rows = range_to(g, m)
+    last_row = g.Max(g.Sub(m, ints(g, 1)), ints(g, 0))
+    width = ints(g, [block])
 
     def step(g, p, rest, *q):
-        panel = g.Slice(rest, _int(g, [0]), width, _int(g, [-1]))
-        start = g.Mul(p, _int(g, block))
-        columns = g.Min(_int(g, block), g.Sub(k, start))
+        panel = g.Slice(rest, ints(g, [0]), width, ints(g, [-1]))
+        start = g.Mul(p, ints(g, block))
+        columns = g.Min(ints(g, block), g.Sub(k, start))
         panel, taus, v = _qr_panel(g, panel, rows, last_row, start, columns, block, dtype, rank)
         t = _block_reflector(g, v, taus, block, dtype, rank)
         v_t = swap_last(g, v, rank)
-        right = g.Slice(rest, width, _int(g, [INT64_MAX]), _int(g, [-1]))
+        right = g.Slice(rest, width, ints(g, [INT64_MAX]), ints(g, [-1]))
         right = g.Sub(right, g.MatMul(v, g.MatMul(swap_last(g, t, rank), g.MatMul(v_t, right))))
         if not q:
             return [right, panel, taus]
@@ -105,7 +106,7 @@ def householder_qr(g, a, dtype: str, rank: int, with_q: bool = True, size: int |
     float_type = onnx_dtype(dtype)
     rest, *q, panels, taus = loop(g, count, state, step, "qr", stacked=[float_type] * 2)
     batch = g.Shape(a, start=0, end=-2)
-    first = _int(g, [0])
+    first = ints(g, [0])
     # The panels (count, ..., m, B) side by side (a Loop that ran no step stacks to (0,)).
     panels = g.Reshape(
         panels,
@@ -113,7 +114,7 @@ def householder_qr(g, a, dtype: str, rank: int, with_q: bool = True, size: int |
         allowzero=1,
     )
     panels = g.Transpose(panels, perm=[*range(1, rank - 1), rank - 1, 0, rank])
-    columns = g.Unsqueeze(g.Mul(count, _int(g, block)), first)
+    columns = g.Unsqueeze(g.Mul(count, ints(g, block)), first)
     panels = g.Reshape(panels, g.Concat(batch, g.Unsqueeze(m, first), columns, axis=0), allowzero=1)
     packed = _leading(g, g.Concat(panels, rest, axis=-1), n, -1)
     taus = _leading(g, stacked_rows(g, taus, count, batch, block, None, rank), k, -1)
@@ -127,7 +128,7 @@ def _qr_panel(g, panel, rows, last_row, start, count, block: int, dtype: str, ra
     vectors below the diagonal (dlarfg, dlarf), the coefficients tau (..., block) and the
     vectors V (..., m, block) (v[0] = 1; zero for an identity reflector and past `count`)."""
     zero, one = constant(g, 0, dtype), constant(g, 1, dtype)
-    positions = _int(g, np.arange(block))
+    positions = ints(g, np.arange(block))
 
     def step(g, i, panel):
         j = g.Add(start, i)  # its row; past m for the panels of a wide matrix
@@ -135,30 +136,30 @@ def _qr_panel(g, panel, rows, last_row, start, count, block: int, dtype: str, ra
         alpha = g.Gather(column, g.Min(j, last_row), axis=-1)
         below, at = g.Greater(rows, j), g.Equal(rows, j)
         rest = g.Where(below, column, zero)
-        trivial = g.Equal(g.ReduceSumSquare(rest, _int(g, [-1]), keepdims=0), zero)
+        trivial = g.Equal(g.ReduceSumSquare(rest, ints(g, [-1]), keepdims=0), zero)
         lower = g.Where(g.Less(rows, j), zero, column)
-        norm = g.Sqrt(g.ReduceSumSquare(lower, _int(g, [-1]), keepdims=0))
+        norm = g.Sqrt(g.ReduceSumSquare(lower, ints(g, [-1]), keepdims=0))
         beta = g.Where(g.Less(alpha, zero), norm, g.Neg(norm))
         tau = g.Where(trivial, zero, g.Div(g.Sub(beta, alpha), beta))
         scale = g.Where(trivial, zero, g.Reciprocal(g.Sub(alpha, beta)))
-        v = g.Where(at, one, g.Mul(rest, g.Unsqueeze(scale, _int(g, [-1]))))
-        tau_v = g.Mul(g.Unsqueeze(tau, _int(g, [-1])), v)
-        w = g.Squeeze(g.MatMul(g.Unsqueeze(tau_v, _int(g, [-2])), panel), _int(g, [-2]))
-        diagonal = g.Unsqueeze(g.Where(trivial, alpha, beta), _int(g, [-1]))
-        stored = g.Unsqueeze(g.Where(at, diagonal, g.Where(below, v, column)), _int(g, [-1]))
+        v = g.Where(at, one, g.Mul(rest, g.Unsqueeze(scale, ints(g, [-1]))))
+        tau_v = g.Mul(g.Unsqueeze(tau, ints(g, [-1])), v)
+        w = g.Squeeze(g.MatMul(g.Unsqueeze(tau_v, ints(g, [-2])), panel), ints(g, [-2]))
+        diagonal = g.Unsqueeze(g.Where(trivial, alpha, beta), ints(g, [-1]))
+        stored = g.Unsqueeze(g.Where(at, diagonal, g.Where(below, v, column)), ints(g, [-1]))
         panel = g.Where(
             g.Greater(positions, i),
             g.Sub(panel, _outer(g, v, w)),
             g.Where(g.Equal(positions, i), stored, panel),
         )
-        return [panel, tau, g.Where(g.Unsqueeze(trivial, _int(g, [-1])), zero, v)]
+        return [panel, tau, g.Where(g.Unsqueeze(trivial, ints(g, [-1])), zero, v)]
 
     float_type = onnx_dtype(dtype)
     panel, taus, vectors = loop(g, count, [panel], step, "qr_panel", stacked=[float_type] * 2)
     # (count, ...) and (count, ..., m) stacks to (..., block) and (..., m, block), zeros past
     # count (a Loop that ran no step stacks to (0,)).
     batch = g.Shape(panel, start=0, end=-2)
-    first = _int(g, [0])
+    first = ints(g, [0])
     steps = g.Unsqueeze(count, first)
     taus = g.Reshape(taus, g.Concat(steps, batch, axis=0), allowzero=1)
     taus = g.Transpose(taus, perm=[*range(1, rank - 1), 0])
@@ -166,7 +167,7 @@ def _qr_panel(g, panel, rows, last_row, start, count, block: int, dtype: str, ra
         vectors, g.Concat(steps, batch, g.Shape(panel, start=-2, end=-1), axis=0), allowzero=1
     )
     vectors = g.Transpose(vectors, perm=[*range(1, rank), 0])
-    missing = g.Unsqueeze(g.Sub(_int(g, block), count), first)
+    missing = g.Unsqueeze(g.Sub(ints(g, block), count), first)
     return panel, pad_zeros(g, taus, -1, after=missing), pad_zeros(g, vectors, -1, after=missing)
 
 
@@ -174,11 +175,11 @@ def _block_reflector(g, v, taus, block: int, dtype: str, rank: int):
     """T (..., block, block) with H_0 .. H_block-1 = I - V T V^T (dlarft's compact WY form):
     T^-1 = diag(1 / tau) + the strict upper triangle of V^T V; 1 on the diagonal where
     tau = 0 (V's column is zero there, so T's row and column do nothing)."""
-    gram = g.Trilu(g.MatMul(swap_last(g, v, rank), v), _int(g, 1), upper=1)
+    gram = g.Trilu(g.MatMul(swap_last(g, v, rank), v), ints(g, 1), upper=1)
     zero, one = constant(g, 0, dtype), constant(g, 1, dtype)
     scale = g.Where(g.Equal(taus, zero), one, g.Reciprocal(taus))
     t_inverse = g.Add(
-        gram, g.Mul(g.Unsqueeze(scale, _int(g, [-1])), constant(g, np.eye(block), dtype))
+        gram, g.Mul(g.Unsqueeze(scale, ints(g, [-1])), constant(g, np.eye(block), dtype))
     )
     return swap_last(g, triangular_inverse(g, swap_last(g, t_inverse, rank), block), rank)
 
@@ -190,7 +191,7 @@ def _static_min(shape) -> int | None:
 
 def _leading(g, x, count, axis: int):
     """x's first `count` entries along `axis`."""
-    return g.Slice(x, _int(g, [0]), g.Unsqueeze(count, _int(g, [0])), _int(g, [axis]))
+    return g.Slice(x, ints(g, [0]), g.Unsqueeze(count, ints(g, [0])), ints(g, [axis]))
 
 
 @register_check(QR)
@@ -215,12 +216,12 @@ def qr(g, node, a):
     packed, taus, q = householder_qr(g, a, dtype, rank, with_q, _static_min(var.type.shape[-2:]))
     m, n = _dim(g, a, -2), _dim(g, a, -1)
     k = g.Min(m, n)
-    upper = g.Trilu(packed, _int(g, 0), upper=1)
+    upper = g.Trilu(packed, ints(g, 0), upper=1)
     if op.mode == "r":
         return upper
     if op.mode == "full":
         return [q, upper]
-    tall = g.Trilu(_leading(g, packed, k, -2), _int(g, 0), upper=1)
+    tall = g.Trilu(_leading(g, packed, k, -2), ints(g, 0), upper=1)
     if op.mode == "economic":
         return [_leading(g, q, k, -1), tall]
     return [packed, taus, tall]  # raw: triu(qr[:k]) is triu(qr) when m <= n
@@ -237,12 +238,12 @@ def _round_robin(g, m):
     i < h = (m + 1) / 2, that together touch every player once (the m rounds pair every
     two), (m, h) each; each player's position in (p, q) concatenated, and its partner,
     (m, m + 1) each."""
-    rounds = g.Unsqueeze(_positions(g, g.Max(m, _int(g, 0))), _int(g, [-1]))
-    i = _positions(g, g.Div(g.Add(m, _int(g, 1)), _int(g, 2)))
+    rounds = g.Unsqueeze(range_to(g, g.Max(m, ints(g, 0))), ints(g, [-1]))
+    i = range_to(g, g.Div(g.Add(m, ints(g, 1)), ints(g, 2)))
     p = g.Mod(g.Add(rounds, i), m)
-    q = g.Where(g.Equal(i, _int(g, 0)), m, g.Mod(g.Sub(rounds, i), m))
+    q = g.Where(g.Equal(i, ints(g, 0)), m, g.Mod(g.Sub(rounds, i), m))
     order = g.Concat(p, q, axis=-1)
-    places = g.Expand(_positions(g, _dim(g, order, -1)), g.Shape(order))
+    places = g.Expand(range_to(g, _dim(g, order, -1)), g.Shape(order))
     back = g.ScatterElements(order, order, places, axis=-1)
     partner = g.GatherElements(g.Concat(q, p, axis=-1), back, axis=-1)
     return p, q, back, partner
@@ -262,21 +263,21 @@ def _rotate(g, x, rotations, axis: int):
     """x with its entries along `axis` (-2: rows, -1: columns) rotated in pairs: x_p becomes
     c x_p - s x_q and x_q becomes s x_p + c x_q, for all pairs at once (`_rotations`)."""
     partner, c, s = rotations
-    c, s = (g.Unsqueeze(t, _int(g, [-1 if axis == -2 else -2])) for t in (c, s))
+    c, s = (g.Unsqueeze(t, ints(g, [-1 if axis == -2 else -2])) for t in (c, s))
     return g.Add(g.Mul(c, x), g.Mul(s, g.Gather(x, partner, axis=axis)))
 
 
 def _diagonal_mask(g, size):
     """True on the diagonal of a size x size matrix."""
-    index = _positions(g, size)
-    return g.Equal(g.Unsqueeze(index, _int(g, [-1])), index)
+    index = range_to(g, size)
+    return g.Equal(g.Unsqueeze(index, ints(g, [-1])), index)
 
 
 def _off_diagonal(g, a, off):
     """The squared Frobenius norms of the matrices `a` off their diagonal (bool `off` masks
     it: a difference of the whole and the diagonal would lose it to rounding), and on all."""
-    axes = _int(g, [-2, -1])
-    zero = g.CastLike(_int(g, 0), a)
+    axes = ints(g, [-2, -1])
+    zero = g.CastLike(ints(g, 0), a)
     return g.ReduceSumSquare(g.Where(off, a, zero), axes, keepdims=0), g.ReduceSumSquare(
         a, axes, keepdims=0
     )
@@ -298,9 +299,9 @@ def _rotation(g, a_pp, a_qq, a_pq, dtype):
 def _even(g, x, n, axes):
     """x with a zero row/column appended along `axes` when `n` is odd, and the even size: the
     extra index is the round robin's idle player, whose rotations are the identity."""
-    odd = g.Mod(n, _int(g, 2))
+    odd = g.Mod(n, ints(g, 2))
     for axis in axes:
-        x = pad_zeros(g, x, axis, after=g.Unsqueeze(odd, _int(g, [0])))
+        x = pad_zeros(g, x, axis, after=g.Unsqueeze(odd, ints(g, [0])))
     return x, g.Add(n, odd)
 
 
@@ -308,7 +309,7 @@ def _tolerance(g, size, dtype):
     """(size eps)^2: the rounding that `size` rotations (or a dot product of length `size`)
     leave in an entry, squared, relative to the squared norms it is compared with."""
     scaled = g.Mul(
-        g.Cast(g.Max(size, _int(g, 1)), to=onnx_dtype(dtype)),
+        g.Cast(g.Max(size, ints(g, 1)), to=onnx_dtype(dtype)),
         constant(g, np.finfo(dtype).eps, dtype),
     )
     return g.Mul(scaled, scaled)
@@ -318,31 +319,31 @@ def _sweeps(g, state, players, one_round, unconverged):
     """`state` after cyclic Jacobi sweeps (each the `players` - 1 rounds of the round robin,
     ``state = one_round(g, pairs, *state)``) while `unconverged(state[0])` holds for a matrix
     of the batch, at most MOST_SWEEPS; and the flags of the matrices still unconverged."""
-    last = g.Sub(players, _int(g, 1))  # players 0..last, last odd (or -1: no player)
+    last = g.Sub(players, ints(g, 1))  # players 0..last, last odd (or -1: no player)
     tables = _round_robin(g, last)
 
     def round_(g, r, *state):
         return one_round(g, [g.Gather(table, r, axis=0) for table in tables], *state)
 
     def sweep(g, k, *state):
-        state = loop(g, g.Max(last, _int(g, 0)), list(state), round_, "jacobi_round")
+        state = loop(g, g.Max(last, ints(g, 0)), list(state), round_, "jacobi_round")
         return [_any_matrix(g, unconverged(g, state[0])), *state]
 
     start = _any_matrix(g, unconverged(g, state[0]))
-    state = loop(g, _int(g, MOST_SWEEPS), state, sweep, "jacobi", condition=start)
+    state = loop(g, ints(g, MOST_SWEEPS), state, sweep, "jacobi", condition=start)
     return state, unconverged(g, state[0])
 
 
 def _sorted(g, values, n, largest: int):
     """The first `n` of `values` (..., N) sorted (descending if `largest`), and their order."""
-    count = g.Unsqueeze(n, _int(g, [0]))
+    count = g.Unsqueeze(n, ints(g, [0]))
     return g.TopK(_leading(g, values, n, -1), count, axis=-1, largest=largest, sorted=1, _outputs=2)
 
 
 def _columns_in_order(g, x, order):
     """The columns `order` (..., k) of the matrices `x` (..., m, N): (..., m, k)."""
     shape = g.Concat(g.Shape(x, end=-1), g.Shape(order, start=-1), axis=0)
-    return g.GatherElements(x, g.Expand(g.Unsqueeze(order, _int(g, [-2])), shape), axis=-1)
+    return g.GatherElements(x, g.Expand(g.Unsqueeze(order, ints(g, [-2])), shape), axis=-1)
 
 
 def jacobi_eigen(g, a, dtype: str, rank: int, with_vectors: bool = True):
@@ -368,9 +369,9 @@ def jacobi_eigen(g, a, dtype: str, rank: int, with_vectors: bool = True):
         p, q, *_ = pairs
         d = diagonal(g, a)
         rows = g.Gather(a, p, axis=-2)
-        shape = g.Concat(g.Shape(rows, end=-1), _int(g, [1]), axis=0)
-        index = g.Expand(g.Unsqueeze(q, _int(g, [-1])), shape)
-        a_pq = g.Squeeze(g.GatherElements(rows, index, axis=-1), _int(g, [-1]))
+        shape = g.Concat(g.Shape(rows, end=-1), ints(g, [1]), axis=0)
+        index = g.Expand(g.Unsqueeze(q, ints(g, [-1])), shape)
+        a_pq = g.Squeeze(g.GatherElements(rows, index, axis=-1), ints(g, [-1]))
         c, s = _rotation(g, g.Gather(d, p, axis=-1), g.Gather(d, q, axis=-1), a_pq, dtype)
         rotations = _rotations(g, pairs, c, s)
         half = swap_last(g, _rotate(g, a, rotations, -2), rank)
@@ -410,11 +411,11 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
         bound = g.Mul(tolerance, _outer(g, norms, norms))
         worse = g.And(off, g.Greater(g.Mul(gram, gram), bound))
         flags = g.Cast(worse, to=onnx_dtype("uint8"))
-        return g.Cast(g.ReduceMax(flags, _int(g, [-2, -1]), keepdims=0), to=onnx_dtype("bool"))
+        return g.Cast(g.ReduceMax(flags, ints(g, [-2, -1]), keepdims=0), to=onnx_dtype("bool"))
 
     def one_round(g, pairs, xt, *vt):
         x_p, x_q = g.Gather(xt, pairs[0], axis=-2), g.Gather(xt, pairs[1], axis=-2)
-        columns = _int(g, [-1])
+        columns = ints(g, [-1])
         a_pp = g.ReduceSumSquare(x_p, columns, keepdims=0)
         a_qq = g.ReduceSumSquare(x_q, columns, keepdims=0)
         a_pq = g.ReduceSum(g.Mul(x_p, x_q), columns, keepdims=0)
@@ -425,7 +426,7 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
     state = [swap_last(g, x, rank), *vectors]
     (xt, *vectors), failed = _sweeps(g, state, size, one_round, unconverged)
     x = swap_last(g, xt, rank)
-    norms = g.Sqrt(g.ReduceSumSquare(x, _int(g, [-2]), keepdims=0))
+    norms = g.Sqrt(g.ReduceSumSquare(x, ints(g, [-2]), keepdims=0))
     values, order = _sorted(g, norms, n, largest=1)
     singular = _leading(g, values, k, -1)
     if not with_vectors:
@@ -434,7 +435,7 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
     scale = g.Where(g.Equal(values, zero), zero, g.Reciprocal(values))
     u = g.Mul(
         _leading(g, _columns_in_order(g, x, order), k, -1),
-        g.Unsqueeze(_leading(g, scale, k, -1), _int(g, [-2])),
+        g.Unsqueeze(_leading(g, scale, k, -1), ints(g, [-2])),
     )
     packed, _, q = householder_qr(g, u, dtype, rank)
     signs = g.Where(
@@ -442,11 +443,11 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
         constant(g, -1, dtype),
         constant(g, 1, dtype),
     )
-    u = g.Mul(_leading(g, q, k, -1), g.Unsqueeze(signs, _int(g, [-2])))
+    u = g.Mul(_leading(g, q, k, -1), g.Unsqueeze(signs, ints(g, [-2])))
     if full:
         u = g.Concat(
             u,
-            g.Slice(q, g.Unsqueeze(k, _int(g, [0])), g.Unsqueeze(m, _int(g, [0])), _int(g, [-1])),
+            g.Slice(q, g.Unsqueeze(k, ints(g, [0])), g.Unsqueeze(m, ints(g, [0])), ints(g, [-1])),
             axis=-1,
         )
     else:
@@ -456,7 +457,7 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
 
 def _any_matrix(g, flags):
     """Whether any of the 0-d or batched bool `flags` holds (false for an empty batch)."""
-    flat = g.Cast(g.Reshape(flags, _int(g, [-1])), to=onnx_dtype("uint8"))
+    flat = g.Cast(g.Reshape(flags, ints(g, [-1])), to=onnx_dtype("uint8"))
     found = g.ReduceMax(g.Concat(flat, constant(g, [0], "uint8"), axis=0), keepdims=0)
     return g.Cast(found, to=onnx_dtype("bool"))
 
@@ -510,7 +511,7 @@ def _symmetric_eigen(g, node, inputs, with_vectors: bool, variables=None):
     if with_vectors:
         upper = swap_last(g, factor, rank)
         vectors = solve_triangular(g, upper, vectors, dtype, False, False, size=size)
-    corner = g.Gather(g.Gather(factor, _int(g, 0), axis=-1), _int(g, 0), axis=-1)
+    corner = g.Gather(g.Gather(factor, ints(g, 0), axis=-1), ints(g, 0), axis=-1)
     not_definite = g.IsNaN(corner)  # potrf's NaN factor
     outputs = _guarded(g, [values, vectors], failed, np.linalg.LinAlgError, "eigh did not converge")
     message = "eigh: the matrix b is not positive definite"
@@ -543,14 +544,14 @@ def _fold_triangle(g, x, lower: bool, rank: int):
     """tril(x) + triu(x, 1)^T (or the upper twin): the gradient with respect to the triangle
     an eigh reads, the other triangle's share folded onto it."""
     return g.Add(
-        g.Trilu(x, _int(g, 0), upper=0 if lower else 1),
-        swap_last(g, g.Trilu(x, _int(g, 1 if lower else -1), upper=1 if lower else 0), rank),
+        g.Trilu(x, ints(g, 0), upper=0 if lower else 1),
+        swap_last(g, g.Trilu(x, ints(g, 1 if lower else -1), upper=1 if lower else 0), rank),
     )
 
 
 def _spectral(g, v, weights, rank):
     """v diag(weights) v^T for the matrices v (..., n, n) and weights (..., n)."""
-    return g.MatMul(g.Mul(v, g.Unsqueeze(weights, _int(g, [-2]))), swap_last(g, v, rank))
+    return g.MatMul(g.Mul(v, g.Unsqueeze(weights, ints(g, [-2]))), swap_last(g, v, rank))
 
 
 if EighGrad is not None:
@@ -568,12 +569,12 @@ if EighGrad is not None:
         )
         n = _dim(g, w, -1)
         same = _diagonal_mask(g, n)
-        gaps = g.Sub(g.Unsqueeze(w, _int(g, [-1])), g.Unsqueeze(w, _int(g, [-2])))
+        gaps = g.Sub(g.Unsqueeze(w, ints(g, [-1])), g.Unsqueeze(w, ints(g, [-2])))
         zero = constant(g, 0, dtype)
         inverse_gaps = g.Where(same, zero, g.Reciprocal(g.Where(same, constant(g, 1, dtype), gaps)))
         mixed = g.Mul(inverse_gaps, swap_last(g, g.MatMul(swap_last(g, v, rank), gv), rank))
         eye = g.Cast(same, to=onnx_dtype(dtype))
-        inner = g.Add(g.Mul(eye, g.Unsqueeze(gw, _int(g, [-2]))), mixed)
+        inner = g.Add(g.Mul(eye, g.Unsqueeze(gw, ints(g, [-2]))), mixed)
         grad = g.MatMul(g.MatMul(v, inner), swap_last(g, v, rank))
         return _fold_triangle(g, grad, _lower(getattr(node.op, "core_op", node.op)), rank)
 
@@ -679,8 +680,8 @@ def pinv(g, node, a):
         (values,) = _guarded(g, [values], failed, np.linalg.LinAlgError, "eigh did not converge")
         # LAPACK's eigenvalues of a matrix with NaN or infinite entries are NaN: so is pinv.
         bad = g.Or(g.IsNaN(a), g.IsInf(a))
-        bad = g.ReduceMax(g.Cast(bad, to=onnx_dtype("uint8")), _int(g, [-2, -1]), keepdims=0)
-        bad = g.Cast(g.Unsqueeze(bad, _int(g, [-1])), to=onnx_dtype("bool"))
+        bad = g.ReduceMax(g.Cast(bad, to=onnx_dtype("uint8")), ints(g, [-2, -1]), keepdims=0)
+        bad = g.Cast(g.Unsqueeze(bad, ints(g, [-1])), to=onnx_dtype("bool"))
         values = g.Where(bad, constant(g, np.nan, dtype), values)
         v = u
         magnitude = g.Abs(values)
@@ -692,18 +693,18 @@ def pinv(g, node, a):
         g.Concat(
             magnitude,
             g.Expand(
-                constant(g, [0], dtype), g.Concat(g.Shape(magnitude, end=-1), _int(g, [1]), axis=0)
+                constant(g, [0], dtype), g.Concat(g.Shape(magnitude, end=-1), ints(g, [1]), axis=0)
             ),
             axis=-1,
         ),
-        _int(g, [-1]),
+        ints(g, [-1]),
         keepdims=1,
     )
     zero = constant(g, 0, dtype)
     # Not (|s| <= cutoff): a NaN stays, and makes the result NaN.
     kept = g.Not(g.LessOrEqual(magnitude, g.Mul(constant(g, PINV_RCOND, dtype), largest)))
     inverse = g.Where(kept, g.Reciprocal(g.Where(kept, values, constant(g, 1, dtype))), zero)
-    return g.MatMul(g.Mul(v, g.Unsqueeze(inverse, _int(g, [-2]))), swap_last(g, u, rank))
+    return g.MatMul(g.Mul(v, g.Unsqueeze(inverse, ints(g, [-2]))), swap_last(g, u, rank))
 
 
 @register_check(Lstsq)
@@ -741,14 +742,14 @@ def lstsq(g, node, a, b, rcond):
     zero = constant(g, 0, "float64")
     inverse = g.Where(kept, g.Reciprocal(g.Where(kept, s, constant(g, 1, "float64"))), zero)
     x = g.MatMul(
-        g.Mul(swap_last(g, vt, 2), g.Unsqueeze(inverse, _int(g, [-2]))), swap_last(g, u, 2)
+        g.Mul(swap_last(g, vt, 2), g.Unsqueeze(inverse, ints(g, [-2]))), swap_last(g, u, 2)
     )
     x = g.MatMul(x, b)
     rank = g.ReduceSum(g.Cast(kept, to=onnx_dtype("int64")), keepdims=0)
     m, n = _dim(g, a, -2), _dim(g, a, -1)
     residual = g.Sub(b, g.MatMul(a, x))
-    squares = g.ReduceSum(g.Mul(residual, residual), _int(g, [0]), keepdims=0)
+    squares = g.ReduceSum(g.Mul(residual, residual), ints(g, [0]), keepdims=0)
     full_rank = g.And(g.Equal(rank, n), g.Greater(m, n))
-    count = g.Where(full_rank, g.Shape(squares), _int(g, [0]))
-    residuals = g.Slice(squares, _int(g, [0]), count, _int(g, [0]))
+    count = g.Where(full_rank, g.Shape(squares), ints(g, [0]))
+    residuals = g.Slice(squares, ints(g, [0]), count, ints(g, [0]))
     return [x, residuals, g.Cast(rank, to=onnx_dtype(node.outputs[2].type.dtype)), s]

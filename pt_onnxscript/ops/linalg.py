@@ -19,9 +19,11 @@ from pt_onnxscript.ops.common import (
     INT64_MIN,
     branch,
     constant,
+    ints,
     loop,
     pad_zeros,
     raise_if,
+    range_to,
 )
 from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
@@ -65,17 +67,9 @@ def float_output_check(node):
     return f"{name} with {dtype} output (cast the input to a float dtype)"
 
 
-def _int(g, value):
-    return constant(g, value, "int64")
-
-
 def _size(g, a):
     """n of the (..., n, n) matrices `a`, 0-d."""
-    return g.Squeeze(g.Shape(a, start=-1), _int(g, [0]))
-
-
-def _positions(g, n):
-    return g.Range(_int(g, 0), n, _int(g, 1))
+    return g.Squeeze(g.Shape(a, start=-1), ints(g, [0]))
 
 
 def swap_last(g, a, rank: int):
@@ -89,13 +83,13 @@ def _nan_where(g, failed, value, dtype):
     product with 1 or NaN per matrix, which keeps every other value exactly (-0 and inf
     included) and costs ONNX Runtime half a Where with a broadcast condition."""
     scale = g.Where(failed, constant(g, np.nan, dtype), constant(g, 1, dtype))
-    return g.Mul(value, g.Unsqueeze(scale, _int(g, [-1, -2])))
+    return g.Mul(value, g.Unsqueeze(scale, ints(g, [-1, -2])))
 
 
 def _triangle(g, a, lower: bool, k: int = 0):
     """The lower (or upper) triangle of the matrices `a`, from diagonal `k` on; the other
     entries are zeros whatever they held (NaN and inf included), as LAPACK never reads them."""
-    return g.Trilu(a, _int(g, k), upper=0 if lower else 1)
+    return g.Trilu(a, ints(g, k), upper=0 if lower else 1)
 
 
 def symmetric(g, a, lower: bool, rank: int):
@@ -148,7 +142,7 @@ def by_block_size(g, a, size: int | None, build, dtypes, kind: str):
             return build(g, BLOCK, False)
         block, *larger = blocks
         results = g.If(
-            g.LessOrEqual(n, _int(g, block)),
+            g.LessOrEqual(n, ints(g, block)),
             then_branch=branch(g, kind, lambda g: build(g, block, True), dtypes),
             else_branch=branch(g, kind, lambda g: tiers(g, larger), dtypes),
             _outputs=len(dtypes),
@@ -160,21 +154,21 @@ def by_block_size(g, a, size: int | None, build, dtypes, kind: str):
 
 def _top_left(g, x, n):
     """x[..., :n, :n] for 0-d int64 `n`."""
-    first = g.Unsqueeze(n, _int(g, [0]))
-    return g.Slice(x, _int(g, [0, 0]), g.Concat(first, first, axis=0), _int(g, [-2, -1]))
+    first = g.Unsqueeze(n, ints(g, [0]))
+    return g.Slice(x, ints(g, [0, 0]), g.Concat(first, first, axis=0), ints(g, [-2, -1]))
 
 
 def _rows(g, x, start, end):
     """x[..., start:end, :] for 0-d int64 `start` and `end`."""
     return g.Slice(
-        x, g.Unsqueeze(start, _int(g, [0])), g.Unsqueeze(end, _int(g, [0])), _int(g, [-2])
+        x, g.Unsqueeze(start, ints(g, [0])), g.Unsqueeze(end, ints(g, [0])), ints(g, [-2])
     )
 
 
 def _columns(g, x, start, end):
     """x[..., start:end] for 0-d int64 `start` and `end`."""
     return g.Slice(
-        x, g.Unsqueeze(start, _int(g, [0])), g.Unsqueeze(end, _int(g, [0])), _int(g, [-1])
+        x, g.Unsqueeze(start, ints(g, [0])), g.Unsqueeze(end, ints(g, [0])), ints(g, [-1])
     )
 
 
@@ -183,25 +177,25 @@ def _triangular_blocks(g, a, n, count, block: int, dtype: str, unit_diagonal: bo
     triangle of the matrices `a` (..., n, n) (its strict lower triangle and ones on the
     diagonal if `unit_diagonal`), the last one completed past row n by an identity; gathered
     from `a` (n x block entries), so the rest of `a` is never read."""
-    rows = _positions(g, n)
-    starts = g.Mul(g.Div(rows, _int(g, block)), _int(g, block))
+    rows = range_to(g, n)
+    starts = g.Mul(g.Div(rows, ints(g, block)), ints(g, block))
     columns = g.Min(  # past n only above the diagonal, which Trilu clears
-        g.Add(g.Unsqueeze(starts, _int(g, [-1])), _int(g, np.arange(block))),
-        g.Sub(n, _int(g, 1)),
+        g.Add(g.Unsqueeze(starts, ints(g, [-1])), ints(g, np.arange(block))),
+        g.Sub(n, ints(g, 1)),
     )
     batch = g.Shape(a, start=0, end=-2)
     columns = g.Expand(
-        columns, g.Concat(batch, g.Unsqueeze(n, _int(g, [0])), _int(g, [block]), axis=0)
+        columns, g.Concat(batch, g.Unsqueeze(n, ints(g, [0])), ints(g, [block]), axis=0)
     )
     blocks = g.GatherElements(a, columns, axis=-1)  # (..., n, block): row i's block row
     # The rows past n, up to count x block, are the identity's (not a Where after the Trilu:
     # that is a pass over all the blocks).
-    total = g.Mul(count, _int(g, block))
+    total = g.Mul(count, ints(g, block))
     eye = constant(g, np.eye(block), dtype)
-    past = g.Gather(eye, g.Mod(g.Range(n, total, _int(g, 1)), _int(g, block)), axis=0)
+    past = g.Gather(eye, g.Mod(g.Range(n, total, ints(g, 1)), ints(g, block)), axis=0)
     past = g.Expand(past, g.Concat(batch, g.Shape(past), axis=0))
     blocks = g.Concat(blocks, past, axis=-2)
-    shape = g.Concat(batch, g.Unsqueeze(count, _int(g, [0])), _int(g, [block, block]), axis=0)
+    shape = g.Concat(batch, g.Unsqueeze(count, ints(g, [0])), ints(g, [block, block]), axis=0)
     blocks = _triangle(g, g.Reshape(blocks, shape, allowzero=1), True, -1 if unit_diagonal else 0)
     return g.Add(blocks, eye) if unit_diagonal else blocks
 
@@ -228,36 +222,36 @@ def triangular_inverse(g, t, block: int):
     The diagonal and every step's C are read from `t` by one Gather."""
     batch = g.Shape(t, start=0, end=-2)
     entries = g.Gather(
-        g.Reshape(t, g.Concat(batch, _int(g, [block * block]), axis=0), allowzero=1),
-        _int(g, _doubling_entries(block)),
+        g.Reshape(t, g.Concat(batch, ints(g, [block * block]), axis=0), allowzero=1),
+        ints(g, _doubling_entries(block)),
         axis=-1,
     )
-    diagonal = g.Slice(entries, _int(g, [0]), _int(g, [block]), _int(g, [-1]))
-    inverse = g.Unsqueeze(g.Reciprocal(diagonal), _int(g, [-1, -2]))  # (..., block, 1, 1)
-    joined = g.Neg(g.Slice(entries, _int(g, [block]), _int(g, [INT64_MAX]), _int(g, [-1])))  # -C
+    diagonal = g.Slice(entries, ints(g, [0]), ints(g, [block]), ints(g, [-1]))
+    inverse = g.Unsqueeze(g.Reciprocal(diagonal), ints(g, [-1, -2]))  # (..., block, 1, 1)
+    joined = g.Neg(g.Slice(entries, ints(g, [block]), ints(g, [INT64_MAX]), ints(g, [-1])))  # -C
     size, offset = 1, 0
     while size < block:
         pairs = block // (2 * size)
-        shape = g.Concat(batch, _int(g, [pairs, size, size]), axis=0)
+        shape = g.Concat(batch, ints(g, [pairs, size, size]), axis=0)
         end = offset + pairs * size * size
         minus_c = g.Reshape(
-            g.Slice(joined, _int(g, [offset]), _int(g, [end]), _int(g, [-1])),
+            g.Slice(joined, ints(g, [offset]), ints(g, [end]), ints(g, [-1])),
             shape,
             allowzero=1,
         )
         offset = end
-        a_inv = g.Slice(inverse, _int(g, [0]), _int(g, [block]), _int(g, [-3]), _int(g, [2]))
-        d_inv = g.Slice(inverse, _int(g, [1]), _int(g, [block]), _int(g, [-3]), _int(g, [2]))
+        a_inv = g.Slice(inverse, ints(g, [0]), ints(g, [block]), ints(g, [-3]), ints(g, [2]))
+        d_inv = g.Slice(inverse, ints(g, [1]), ints(g, [block]), ints(g, [-3]), ints(g, [2]))
         if size == 1:  # not MatMul: ONNX Runtime runs one GEMM per 1 x 1 matrix, ~0.2 us each
             corner = g.Mul(g.Mul(d_inv, minus_c), a_inv)
         else:
             corner = g.MatMul(g.MatMul(d_inv, minus_c), a_inv)
-        zeros = g.Expand(g.CastLike(_int(g, 0), t), shape)
+        zeros = g.Expand(g.CastLike(ints(g, 0), t), shape)
         top = g.Concat(a_inv, zeros, axis=-1)
         bottom = g.Concat(corner, d_inv, axis=-1)
         inverse = g.Concat(top, bottom, axis=-2)
         size *= 2
-    return g.Squeeze(inverse, _int(g, [-3]))
+    return g.Squeeze(inverse, ints(g, [-3]))
 
 
 def _blocks(g, count, step, initial, kind: str):
@@ -295,13 +289,13 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
 
     def by_blocks(g, block, whole: bool):  # the factor of `a` padded with an identity
         if whole:  # one panel, no Loop
-            t = _padded_panel(g, a, n, _int(g, block), _int(g, 0), block)
+            t = _padded_panel(g, a, n, ints(g, block), ints(g, 0), block)
             return [_panel_factor(g, t, dtype, rank, block, block, g.Shape(a, start=0, end=-2))]
         return [_cholesky_panels(g, a, n, dtype, rank, block, block * PANEL_BLOCKS)]
 
     (padded,) = by_block_size(g, a, size, by_blocks, [onnx_dtype(dtype)], "cholesky")
     factor = _top_left(g, padded, n)
-    pivots = _diagonal(g, factor, _positions(g, n))
+    pivots = _diagonal(g, factor, range_to(g, n))
     return _nan_where(g, _any(g, g.Not(g.Greater(pivots, constant(g, 0, dtype)))), factor, dtype)
 
 
@@ -310,9 +304,9 @@ def _cholesky_panels(g, a, n, dtype: str, rank: int, block: int, panel: int):
     with an identity to a multiple of `panel`: by panels of `panel` columns, one Loop step
     each, factored by blocks of `block`."""
     batch = g.Shape(a, start=0, end=-2)
-    total = g.Mul(g.Div(g.Add(n, _int(g, panel - 1)), _int(g, panel)), _int(g, panel))
-    width = _int(g, panel)
-    top = _int(g, 0)
+    total = g.Mul(g.Div(g.Add(n, ints(g, panel - 1)), ints(g, panel)), ints(g, panel))
+    width = ints(g, panel)
+    top = ints(g, 0)
 
     def step(g, k, below):
         start = g.Mul(k, width)
@@ -321,8 +315,8 @@ def _cholesky_panels(g, a, n, dtype: str, rank: int, block: int, panel: int):
             g.MatMul(below, swap_last(g, _rows(g, below, top, width), rank)),
         )
         columns = _panel_factor(g, t, dtype, rank, block, panel, batch)
-        right = g.Unsqueeze(g.Sub(g.Sub(total, start), width), _int(g, [0]))
-        zeros = g.Expand(constant(g, 0, dtype), g.Concat(batch, _int(g, [panel]), right, axis=0))
+        right = g.Unsqueeze(g.Sub(g.Sub(total, start), width), ints(g, [0]))
+        zeros = g.Expand(constant(g, 0, dtype), g.Concat(batch, ints(g, [panel]), right, axis=0))
         finished = g.Concat(
             _rows(g, below, top, width), _rows(g, columns, top, width), zeros, axis=-1
         )
@@ -330,8 +324,8 @@ def _cholesky_panels(g, a, n, dtype: str, rank: int, block: int, panel: int):
         return [below, finished]
 
     count = g.Div(total, width)
-    first = g.Unsqueeze(total, _int(g, [0]))
-    initial = g.Expand(constant(g, 0, dtype), g.Concat(batch, first, _int(g, [0]), axis=0))
+    first = g.Unsqueeze(total, ints(g, [0]))
+    initial = g.Expand(constant(g, 0, dtype), g.Concat(batch, first, ints(g, [0]), axis=0))
     _, rows = loop(g, count, [initial], step, "cholesky", stacked=[onnx_dtype(dtype)])
     return stacked_rows(g, rows, count, batch, panel, first, rank)
 
@@ -340,20 +334,20 @@ def _padded_panel(g, a, n, total, start, width: int):
     """The columns start:start+width, rows start: of the matrices `a` (..., n, n) padded to
     total x total with an identity (zeros, ones on the diagonal past n): only the panel is
     copied, never the whole matrix."""
-    begin = g.Concat(g.Unsqueeze(start, _int(g, [0])), g.Unsqueeze(start, _int(g, [0])), axis=0)
-    end = g.Add(start, _int(g, width))
+    begin = g.Concat(g.Unsqueeze(start, ints(g, [0])), g.Unsqueeze(start, ints(g, [0])), axis=0)
+    end = g.Add(start, ints(g, width))
     part = g.Slice(
         a,
         begin,
-        g.Concat(_int(g, [INT64_MAX]), g.Unsqueeze(end, _int(g, [0])), axis=0),
-        _int(g, [-2, -1]),
+        g.Concat(ints(g, [INT64_MAX]), g.Unsqueeze(end, ints(g, [0])), axis=0),
+        ints(g, [-2, -1]),
     )
-    part = pad_zeros(g, part, -2, after=g.Unsqueeze(g.Sub(total, n), _int(g, [0])))
-    missing = g.Max(g.Sub(end, n), _int(g, 0))
-    part = pad_zeros(g, part, -1, after=g.Unsqueeze(missing, _int(g, [0])))
-    rows = _positions(g, g.Sub(total, start))
-    past = g.Unsqueeze(g.GreaterOrEqual(rows, g.Sub(n, start)), _int(g, [-1]))
-    ones = g.And(g.Equal(g.Unsqueeze(rows, _int(g, [-1])), _int(g, np.arange(width))), past)
+    part = pad_zeros(g, part, -2, after=g.Unsqueeze(g.Sub(total, n), ints(g, [0])))
+    missing = g.Max(g.Sub(end, n), ints(g, 0))
+    part = pad_zeros(g, part, -1, after=g.Unsqueeze(missing, ints(g, [0])))
+    rows = range_to(g, g.Sub(total, start))
+    past = g.Unsqueeze(g.GreaterOrEqual(rows, g.Sub(n, start)), ints(g, [-1]))
+    ones = g.And(g.Equal(g.Unsqueeze(rows, ints(g, [-1])), ints(g, np.arange(width))), past)
     return g.Add(part, g.CastLike(ones, part))
 
 
@@ -362,12 +356,12 @@ def stacked_rows(g, x, count, batch, height: int, columns, rank: int):
     scan output `x` (count, ..., height, C), C given by the 1-element `columns`; with
     `columns` None, the vectors (..., count height) of blocks (count, ..., height) (an ONNX
     Runtime Loop that ran no step stacks to shape (0,))."""
-    first = _int(g, [0])
+    first = ints(g, [0])
     tail = [] if columns is None else [columns]
-    shape = g.Concat(g.Unsqueeze(count, first), batch, _int(g, [height]), *tail, axis=0)
+    shape = g.Concat(g.Unsqueeze(count, first), batch, ints(g, [height]), *tail, axis=0)
     x = g.Reshape(x, shape, allowzero=1)
     x = g.Transpose(x, perm=[*range(1, rank - 1), 0, rank - 1, *([rank] if tail else [])])
-    rows = g.Unsqueeze(g.Mul(count, _int(g, height)), first)
+    rows = g.Unsqueeze(g.Mul(count, ints(g, height)), first)
     return g.Reshape(x, g.Concat(batch, rows, *tail, axis=0), allowzero=1)
 
 
@@ -379,24 +373,24 @@ def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
     factor (triangular_inverse), transposed."""
     done = None
     for s in range(0, width, block):
-        part = g.Slice(t, _int(g, [s, s]), _int(g, [INT64_MAX, s + block]), _int(g, [-2, -1]))
+        part = g.Slice(t, ints(g, [s, s]), ints(g, [INT64_MAX, s + block]), ints(g, [-2, -1]))
         if done is not None:
-            below = g.Slice(done, _int(g, [s]), _int(g, [INT64_MAX]), _int(g, [-2]))
-            top_rows = g.Slice(below, _int(g, [0]), _int(g, [block]), _int(g, [-2]))
+            below = g.Slice(done, ints(g, [s]), ints(g, [INT64_MAX]), ints(g, [-2]))
+            top_rows = g.Slice(below, ints(g, [0]), ints(g, [block]), ints(g, [-2]))
             part = g.Sub(part, g.MatMul(below, swap_last(g, top_rows, rank)))
         top = _block_factor(
-            g, g.Slice(part, _int(g, [0]), _int(g, [block]), _int(g, [-2])), rank, block
+            g, g.Slice(part, ints(g, [0]), ints(g, [block]), ints(g, [-2])), rank, block
         )
         inverse = triangular_inverse(g, top, block)
         side = g.MatMul(
-            g.Slice(part, _int(g, [block]), _int(g, [INT64_MAX]), _int(g, [-2])),
+            g.Slice(part, ints(g, [block]), ints(g, [INT64_MAX]), ints(g, [-2])),
             swap_last(g, inverse, rank),
         )
         columns = g.Concat(top, side, axis=-2)
         if done is None:
             done = columns
         else:
-            above = g.Expand(constant(g, 0, dtype), g.Concat(batch, _int(g, [s, block]), axis=0))
+            above = g.Expand(constant(g, 0, dtype), g.Concat(batch, ints(g, [s, block]), axis=0))
             done = g.Concat(done, g.Concat(above, columns, axis=-2), axis=-1)
     return done
 
@@ -404,7 +398,7 @@ def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
 def _any(g, mask):
     """Whether any of the last axis of bool `mask` is true (false when it is empty)."""
     return g.Cast(
-        g.ReduceMax(g.Cast(mask, to=ir.DataType.UINT8), _int(g, [-1]), keepdims=0),
+        g.ReduceMax(g.Cast(mask, to=ir.DataType.UINT8), ints(g, [-1]), keepdims=0),
         to=ir.DataType.BOOL,
     )
 
@@ -418,8 +412,8 @@ def _block_factor(g, a, rank: int, block: int):
     remaining = g.Add(_triangle(g, a, True), swap_last(g, _triangle(g, a, True, -1), rank))
     columns = []
     for j in range(block):
-        column = g.Slice(remaining, _int(g, [j]), _int(g, [j + 1]), _int(g, [-1]))
-        pivot = g.Slice(column, _int(g, [j]), _int(g, [j + 1]), _int(g, [-2]))
+        column = g.Slice(remaining, ints(g, [j]), ints(g, [j + 1]), ints(g, [-1]))
+        pivot = g.Slice(column, ints(g, [j]), ints(g, [j + 1]), ints(g, [-2]))
         l = g.Div(column, g.Sqrt(pivot))
         columns.append(l)
         if j + 1 < block and rank == 2:
@@ -435,10 +429,10 @@ def _flip(g, x, axes):
     count = len(axes)
     return g.Slice(
         x,
-        _int(g, [-1] * count),
-        _int(g, [INT64_MIN] * count),
-        _int(g, axes),
-        _int(g, [-1] * count),
+        ints(g, [-1] * count),
+        ints(g, [INT64_MIN] * count),
+        ints(g, axes),
+        ints(g, [-1] * count),
     )
 
 
@@ -459,7 +453,7 @@ def solve_triangular(
     (interleaved), and each If cost ~6 us (~6% of a 1-rhs solve at n = 30), for ~30 us
     gained at n = 3."""
     n = _size(g, a)
-    diagonal = _diagonal(g, a, _positions(g, n))
+    diagonal = _diagonal(g, a, range_to(g, n))
     if not lower:
         a, b = _flip(g, a, [-2, -1]), _flip(g, b, [-2])
     whole = size is not None and size <= BLOCK
@@ -468,62 +462,62 @@ def solve_triangular(
         x = _flip(g, x, [-2])
     if unit_diagonal or not nan_if_singular:
         return x
-    smallest = g.ReduceMin(g.Abs(diagonal), _int(g, [-1]), keepdims=0)
+    smallest = g.ReduceMin(g.Abs(diagonal), ints(g, [-1]), keepdims=0)
     return _nan_where(g, g.Equal(smallest, constant(g, 0, dtype)), x, dtype)
 
 
 def _substitution(g, a, b, n, dtype: str, unit_diagonal: bool, block: int, whole: bool):
     """x with a x = b for the lower triangle of the matrices `a` (..., n, n), by blocks of
     `block` rows (`whole`: one block holds n)."""
-    count = _int(g, 1) if whole else g.Div(g.Add(n, _int(g, block - 1)), _int(g, block))
+    count = ints(g, 1) if whole else g.Div(g.Add(n, ints(g, block - 1)), ints(g, block))
     inverses = triangular_inverse(
         g, _triangular_blocks(g, a, n, count, block, dtype, unit_diagonal), block
     )
     if whole:
-        m = g.Unsqueeze(n, _int(g, [0]))
+        m = g.Unsqueeze(n, ints(g, [0]))
         inverse = g.Slice(
-            g.Squeeze(inverses, _int(g, [-3])),
-            _int(g, [0, 0]),
+            g.Squeeze(inverses, ints(g, [-3])),
+            ints(g, [0, 0]),
             g.Concat(m, m, axis=0),
-            _int(g, [-2, -1]),
+            ints(g, [-2, -1]),
         )
         return g.MatMul(inverse, b)
-    width = _int(g, block)
+    width = ints(g, block)
 
     def step(g, k, done):
         start = g.Mul(k, width)
         end = g.Add(start, width)  # past n for the last block: Slice stops at n
         rows = g.Slice(  # a[..., start:end, :start]
             a,
-            g.Concat(g.Unsqueeze(start, _int(g, [0])), _int(g, [0]), axis=0),
-            g.Concat(g.Unsqueeze(end, _int(g, [0])), g.Unsqueeze(start, _int(g, [0])), axis=0),
-            _int(g, [-2, -1]),
+            g.Concat(g.Unsqueeze(start, ints(g, [0])), ints(g, [0]), axis=0),
+            g.Concat(g.Unsqueeze(end, ints(g, [0])), g.Unsqueeze(start, ints(g, [0])), axis=0),
+            ints(g, [-2, -1]),
         )
         rhs = g.Sub(_rows(g, b, start, end), g.MatMul(rows, done))
-        m = g.Unsqueeze(g.Sub(g.Min(end, n), start), _int(g, [0]))
+        m = g.Unsqueeze(g.Sub(g.Min(end, n), start), ints(g, [0]))
         inverse = g.Slice(
             g.Gather(inverses, k, axis=-3),
-            _int(g, [0, 0]),
+            ints(g, [0, 0]),
             g.Concat(m, m, axis=0),
-            _int(g, [-2, -1]),
+            ints(g, [-2, -1]),
         )
         return g.Concat(done, g.MatMul(inverse, rhs), axis=-2)
 
-    return _blocks(g, count, step, _rows(g, b, _int(g, 0), _int(g, 0)), "substitution")
+    return _blocks(g, count, step, _rows(g, b, ints(g, 0), ints(g, 0)), "substitution")
 
 
 def _diagonal(g, a, index):
     """The diagonals (..., n) of the matrices a (..., n, n)."""
     columns = g.Expand(
-        g.Unsqueeze(index, _int(g, [-1])),
-        g.Concat(g.Shape(a, start=0, end=-1), _int(g, [1]), axis=0),
+        g.Unsqueeze(index, ints(g, [-1])),
+        g.Concat(g.Shape(a, start=0, end=-1), ints(g, [1]), axis=0),
     )
-    return g.Squeeze(g.GatherElements(a, columns, axis=-1), _int(g, [-1]))
+    return g.Squeeze(g.GatherElements(a, columns, axis=-1), ints(g, [-1]))
 
 
 def diagonal(g, a):
     """The diagonals (..., n) of the matrices `a` (..., n, n)."""
-    return _diagonal(g, a, _positions(g, _size(g, a)))
+    return _diagonal(g, a, range_to(g, _size(g, a)))
 
 
 def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
@@ -538,9 +532,9 @@ def lu_factor_blocked(g, a, dtype: str, rank: int, size: int | None = None):
 
     packed, ipiv, perm = by_block_size(g, a, size, by_blocks, dtypes, "lu")
     n = _size(g, a)
-    first = g.Unsqueeze(n, _int(g, [0]))
-    ipiv = g.Slice(ipiv, _int(g, [0]), first, _int(g, [-1]))
-    perm = g.Slice(perm, _int(g, [0]), first, _int(g, [-1]))
+    first = g.Unsqueeze(n, ints(g, [0]))
+    ipiv = g.Slice(ipiv, ints(g, [0]), first, ints(g, [-1]))
+    perm = g.Slice(perm, ints(g, [0]), first, ints(g, [-1]))
     return _top_left(g, packed, n), ipiv, perm
 
 
@@ -548,9 +542,9 @@ def _padded_for_lu(g, a, n, total, unit, batch):
     """`a` (..., n, n) padded to (..., total, total), total - n at most the size of the
     identity `unit`: the rows past n are zeros and an identity (pivots of 1, no swap), built
     apart from `a`, so no pass over the whole matrix makes them."""
-    extra = g.Unsqueeze(g.Sub(total, n), _int(g, [0]))
-    ones = g.Slice(unit, _int(g, [0, 0]), g.Concat(extra, extra, axis=0))
-    below = pad_zeros(g, ones, -1, before=g.Unsqueeze(n, _int(g, [0])))
+    extra = g.Unsqueeze(g.Sub(total, n), ints(g, [0]))
+    ones = g.Slice(unit, ints(g, [0, 0]), g.Concat(extra, extra, axis=0))
+    below = pad_zeros(g, ones, -1, before=g.Unsqueeze(n, ints(g, [0])))
     below = g.Expand(below, g.Concat(batch, g.Shape(below), axis=0))
     return g.Concat(pad_zeros(g, a, -1, after=extra), below, axis=-2)
 
@@ -562,9 +556,9 @@ def _lu_panel_only(g, a, dtype: str, rank: int, block: int):
     n = _size(g, a)
     batch = g.Shape(a, start=0, end=-2)
     unit = constant(g, np.eye(block), dtype)
-    padded = _padded_for_lu(g, a, n, _int(g, block), unit, batch)
+    padded = _padded_for_lu(g, a, n, ints(g, block), unit, batch)
     packed, order, ipiv = _lu_panel(g, padded, dtype, block, batch, rank)
-    return packed, ipiv, g.Squeeze(order, _int(g, [-1]))
+    return packed, ipiv, g.Squeeze(order, ints(g, [-1]))
 
 
 def _lu_blocks(g, a, dtype: str, rank: int, block: int):
@@ -581,31 +575,31 @@ def _lu_blocks(g, a, dtype: str, rank: int, block: int):
     k) and the permutation `perm` (..., N) of the rows that L U factors (a[perm] = L U).
     """
     n = _size(g, a)
-    total = g.Mul(g.Div(g.Add(n, _int(g, block - 1)), _int(g, block)), _int(g, block))
+    total = g.Mul(g.Div(g.Add(n, ints(g, block - 1)), ints(g, block)), ints(g, block))
     batch = g.Shape(a, start=0, end=-2)
     unit = constant(g, np.eye(block), dtype)
     padded = _padded_for_lu(g, a, n, total, unit, batch)
-    index = _positions(g, total)
-    top = _int(g, [0])
-    width = _int(g, [block])
-    end = _int(g, [INT64_MAX])
+    index = range_to(g, total)
+    top = ints(g, [0])
+    width = ints(g, [block])
+    end = ints(g, [INT64_MAX])
 
     def block_step(g, k, trailing, left, rows):
         """`trailing`: A22 (..., H, H) in the rows' current order; `left`: the finished L
         columns of those rows (..., H, k block); `rows`: their rows in `a` (..., H, 1)."""
-        panel = g.Slice(trailing, top, width, _int(g, [-1]))
+        panel = g.Slice(trailing, top, width, ints(g, [-1]))
         panel, order, pivot_rows = _lu_panel(g, panel, dtype, block, batch, rank)
 
         # The rows in the panel's order, gathered apart: the block's rows (finished by this
         # step) and the rows below them (the next step's), so no step copies the trailing
         # matrix or L's columns once more to split them.
-        pivoted = g.Slice(order, top, width, _int(g, [-2]))
-        below = g.Slice(order, width, end, _int(g, [-2]))
-        right = g.Slice(trailing, width, end, _int(g, [-1]))
+        pivoted = g.Slice(order, top, width, ints(g, [-2]))
+        below = g.Slice(order, width, end, ints(g, [-2]))
+        right = g.Slice(trailing, width, end, ints(g, [-1]))
         rows = g.GatherElements(rows, order, axis=-2)
-        l11 = g.Add(_triangle(g, g.Slice(panel, top, width, _int(g, [-2])), True, -1), unit)
+        l11 = g.Add(_triangle(g, g.Slice(panel, top, width, ints(g, [-2])), True, -1), unit)
         u12 = g.MatMul(triangular_inverse(g, l11, block), take_rows(g, right, pivoted, rank))
-        l21 = g.Slice(panel, width, end, _int(g, [-2]))
+        l21 = g.Slice(panel, width, end, ints(g, [-2]))
         right = take_rows(g, right, below, rank)
         if rank == 2:
             trailing = g.Gemm(l21, u12, right, alpha=-1.0)
@@ -613,30 +607,30 @@ def _lu_blocks(g, a, dtype: str, rank: int, block: int):
             trailing = g.Sub(right, g.MatMul(l21, u12))
         finished = g.Concat(
             take_rows(g, left, pivoted, rank),
-            g.Slice(panel, top, width, _int(g, [-2])),
+            g.Slice(panel, top, width, ints(g, [-2])),
             u12,
             axis=-1,
         )
         left = g.Concat(take_rows(g, left, below, rank), l21, axis=-1)
-        start = g.Mul(k, _int(g, block))
+        start = g.Mul(k, ints(g, block))
         return [
             trailing,
             left,
-            g.Slice(rows, width, end, _int(g, [-2])),
+            g.Slice(rows, width, end, ints(g, [-2])),
             finished,
-            g.Slice(rows, top, width, _int(g, [-2])),
+            g.Slice(rows, top, width, ints(g, [-2])),
             g.Add(pivot_rows, start),
         ]
 
     rows = g.Expand(
-        g.Unsqueeze(index, _int(g, [-1])), g.Concat(batch, g.Shape(index), _int(g, [1]), axis=0)
+        g.Unsqueeze(index, ints(g, [-1])), g.Concat(batch, g.Shape(index), ints(g, [1]), axis=0)
     )
-    count = g.Div(total, _int(g, block))
+    count = g.Div(total, ints(g, block))
     int64 = ir.DataType.INT64
     *_, finished, perm, pivot_rows = loop(
         g,
         count,
-        [padded, _columns(g, padded, _int(g, 0), _int(g, 0)), rows],
+        [padded, _columns(g, padded, ints(g, 0), ints(g, 0)), rows],
         block_step,
         "lu",
         stacked=[onnx_dtype(dtype), int64, int64],
@@ -651,7 +645,7 @@ def take_rows(g, x, rows, rank: int):
     """The rows `rows` (..., H, 1) of the matrices `x` (..., N, W) of rank `rank`, batch dims
     alike: one Gather (GatherND over batches), no index tensor of x's size."""
     if rank == 2:
-        return g.Gather(x, g.Squeeze(rows, _int(g, [-1])), axis=0)
+        return g.Gather(x, g.Squeeze(rows, ints(g, [-1])), axis=0)
     return g.GatherND(x, rows, batch_dims=rank - 2)
 
 
@@ -675,21 +669,21 @@ def _lu_panel(g, panel, dtype: str, block: int, batch, rank: int):
 
     panel = swap_last(g, panel, rank)
     height = g.Shape(panel, start=-1)
-    rows = g.Unsqueeze(_positions(g, g.Squeeze(height, _int(g, [0]))), _int(g, [0]))  # (1, H)
-    beyond = g.Add(rows, g.Unsqueeze(height, _int(g, [0])))  # past every position
+    rows = g.Unsqueeze(range_to(g, g.Squeeze(height, ints(g, [0]))), ints(g, [0]))  # (1, H)
+    beyond = g.Add(rows, g.Unsqueeze(height, ints(g, [0])))  # past every position
     position = g.Expand(rows, g.Concat(batch, g.Shape(rows), axis=0))
     pivoted = g.Expand(constant(g, False, "bool"), g.Shape(position))
-    pivot_index = g.Concat(batch, _int(g, [block, 1]), axis=0)
+    pivot_index = g.Concat(batch, ints(g, [block, 1]), axis=0)
     zero = scalar(0, dtype)
     columns = np.arange(block)[:, None]
     multipliers, pivot_rows = [], []
     for j in range(block):
         at_j = scalar(j, "int64")
-        column = g.Slice(panel, _int(g, [j]), _int(g, [j + 1]), _int(g, [-2]))  # (..., 1, H)
+        column = g.Slice(panel, ints(g, [j]), ints(g, [j + 1]), ints(g, [-2]))  # (..., 1, H)
         size = g.Abs(column)
         size = g.Where(g.IsNaN(size), scalar(np.inf, dtype), size)
         size = g.Where(pivoted, scalar(-1, dtype), size)
-        largest = g.Equal(size, g.ReduceMax(size, _int(g, [-1]), keepdims=1))
+        largest = g.Equal(size, g.ReduceMax(size, ints(g, [-1]), keepdims=1))
         first = g.Where(largest, position, beyond)
         q = g.ArgMin(first, axis=-1, keepdims=1)  # (..., 1, 1): the pivot's row
         q_position = g.GatherElements(position, q, axis=-1)
@@ -697,7 +691,7 @@ def _lu_panel(g, panel, dtype: str, block: int, batch, rank: int):
         position = g.Where(g.Equal(position, at_j), q_position, g.Where(is_q, at_j, position))
         pivoted = g.Or(pivoted, is_q)
         row = g.GatherElements(panel, g.Expand(q, pivot_index), axis=-1)  # (..., block, 1)
-        pivot = g.Slice(row, _int(g, [j]), _int(g, [j + 1]), _int(g, [-2]))
+        pivot = g.Slice(row, ints(g, [j]), ints(g, [j + 1]), ints(g, [-2]))
         safe = g.Where(g.Equal(pivot, zero), scalar(1, dtype), pivot)
         factors = g.Where(pivoted, zero, g.Div(column, safe))
         if j + 1 < block:
@@ -707,11 +701,11 @@ def _lu_panel(g, panel, dtype: str, block: int, batch, rank: int):
             else:
                 panel = g.Sub(panel, g.Mul(right, factors))
         multipliers.append(factors)
-        pivot_rows.append(g.Squeeze(q_position, _int(g, [-1])))
+        pivot_rows.append(g.Squeeze(q_position, ints(g, [-1])))
     # Row r, pivoted at step position[r] (or not: position >= block), holds U's entries from
     # that column on and the multipliers before it.
     lower = g.Concat(*multipliers, axis=-2) if block > 1 else multipliers[0]
-    packed = g.Where(g.LessOrEqual(position, _int(g, columns)), panel, lower)
+    packed = g.Where(g.LessOrEqual(position, ints(g, columns)), panel, lower)
     order = g.ScatterElements(position, position, g.Expand(rows, g.Shape(position)), axis=-1)
     packed = g.GatherElements(packed, g.Expand(order, g.Shape(packed)), axis=-1)
     return swap_last(g, packed, rank), swap_last(g, order, rank), g.Concat(*pivot_rows, axis=-1)
@@ -720,7 +714,7 @@ def _lu_panel(g, panel, dtype: str, block: int, batch, rank: int):
 def _lu_solve(g, packed, perm, b, dtype, size):
     """x with a x = b from a's LU factors (`packed`, `perm`: a[perm] = L U)."""
     # b[perm], batch dims broadcast (Expand broadcasts both ways).
-    rows = g.Expand(g.Unsqueeze(perm, _int(g, [-1])), g.Shape(b))
+    rows = g.Expand(g.Unsqueeze(perm, ints(g, [-1])), g.Shape(b))
     permuted = g.GatherElements(g.Expand(b, g.Shape(rows)), rows, axis=-2)
     y = solve_triangular(g, packed, permuted, dtype, True, True, size=size)
     return solve_triangular(g, packed, y, dtype, False, False, nan_if_singular=False, size=size)
@@ -735,17 +729,17 @@ def lu_solve_system(g, a, b, dtype: str, rank: int, size: int | None = None):
 
 def _swap_count(g, ipiv):
     """The number of row swaps getrf made (..)."""
-    steps = _positions(g, g.Squeeze(g.Shape(ipiv, start=-1), _int(g, [0])))
+    steps = range_to(g, g.Squeeze(g.Shape(ipiv, start=-1), ints(g, [0])))
     moved = g.Cast(g.Not(g.Equal(ipiv, steps)), to=ir.DataType.INT64)
-    return g.ReduceSum(moved, _int(g, [-1]), keepdims=0)
+    return g.ReduceSum(moved, ints(g, [-1]), keepdims=0)
 
 
 def _matrix(g, b, b_ndim: int):
-    return g.Unsqueeze(b, _int(g, [-1])) if b_ndim == 1 else b
+    return g.Unsqueeze(b, ints(g, [-1])) if b_ndim == 1 else b
 
 
 def _unmatrix(g, x, b_ndim: int):
-    return g.Squeeze(x, _int(g, [-1])) if b_ndim == 1 else x
+    return g.Squeeze(x, ints(g, [-1])) if b_ndim == 1 else x
 
 
 def _as(g, var, value, dtype):
@@ -753,7 +747,7 @@ def _as(g, var, value, dtype):
 
 
 def _singular(g, pivots, dtype):
-    return g.Equal(g.ReduceMin(g.Abs(pivots), _int(g, [-1]), keepdims=0), constant(g, 0, dtype))
+    return g.Equal(g.ReduceMin(g.Abs(pivots), ints(g, [-1]), keepdims=0), constant(g, 0, dtype))
 
 
 @register(Cholesky)
@@ -848,12 +842,12 @@ def det(g, node, a):
     a = _as(g, node.inputs[0], a, dtype)
     size = node.inputs[0].type.shape[-1]
     packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
-    product = g.ReduceProd(diagonal(g, packed), _int(g, [-1]), keepdims=0)
+    product = g.ReduceProd(diagonal(g, packed), ints(g, [-1]), keepdims=0)
     return g.Mul(product, _parity_sign(g, _swap_count(g, ipiv), dtype))
 
 
 def _parity_sign(g, swaps, dtype):
-    odd = g.Equal(g.Mod(swaps, _int(g, 2)), _int(g, 1))
+    odd = g.Equal(g.Mod(swaps, ints(g, 2)), ints(g, 1))
     return g.Where(odd, constant(g, -1, dtype), constant(g, 1, dtype))
 
 
@@ -867,21 +861,21 @@ def slogdet(g, node, a):
     packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
     pivots, swaps = diagonal(g, packed), _swap_count(g, ipiv)
     sign = g.Mul(
-        g.ReduceProd(g.Sign(pivots), _int(g, [-1]), keepdims=0), _parity_sign(g, swaps, dtype)
+        g.ReduceProd(g.Sign(pivots), ints(g, [-1]), keepdims=0), _parity_sign(g, swaps, dtype)
     )
-    logabs = g.ReduceSum(g.Log(g.Abs(pivots)), _int(g, [-1]), keepdims=0)
+    logabs = g.ReduceSum(g.Log(g.Abs(pivots)), ints(g, [-1]), keepdims=0)
     return [sign, logabs]
 
 
 def _inverse_permutation(g, perm):
     """q with q[..., perm[..., i]] = i."""
-    index = g.Expand(_positions(g, g.Squeeze(g.Shape(perm, start=-1), _int(g, [0]))), g.Shape(perm))
+    index = g.Expand(range_to(g, g.Squeeze(g.Shape(perm, start=-1), ints(g, [0]))), g.Shape(perm))
     return g.ScatterElements(perm, perm, index, axis=-1)
 
 
 def identity_like(g, a, dtype):
-    index = _positions(g, _size(g, a))
-    return g.Cast(g.Equal(g.Unsqueeze(index, _int(g, [-1])), index), to=onnx_dtype(dtype))
+    index = range_to(g, _size(g, a))
+    return g.Cast(g.Equal(g.Unsqueeze(index, ints(g, [-1])), index), to=onnx_dtype(dtype))
 
 
 @register(LUFactor)
@@ -911,13 +905,13 @@ def lu(g, node, a):
     upper = _triangle(g, packed, False)
     rows = _inverse_permutation(g, perm)  # a[i] = (L U)[rows[i]]
     if core.permute_l:
-        gather = g.Expand(g.Unsqueeze(rows, _int(g, [-1])), g.Shape(lower))
+        gather = g.Expand(g.Unsqueeze(rows, ints(g, [-1])), g.Shape(lower))
         return [g.GatherElements(lower, gather, axis=-2), upper]
     if core.p_indices:
         return [g.Cast(rows, to=onnx_dtype(node.outputs[0].type.dtype)), lower, upper]
-    index = _positions(g, _size(g, a))
+    index = range_to(g, _size(g, a))
     p_dtype = onnx_dtype(node.outputs[0].type.dtype)
-    permutation = g.Cast(g.Equal(g.Unsqueeze(rows, _int(g, [-1])), index), to=p_dtype)
+    permutation = g.Cast(g.Equal(g.Unsqueeze(rows, ints(g, [-1])), index), to=p_dtype)
     return [permutation, lower, upper]
 
 
@@ -927,20 +921,20 @@ def pivot_to_permutations(g, node, pivots):
     """PivotToPermutations -> getrf's row swaps applied in order to 0..n-1, one per Loop step
     (and inverted unless `inverse`)."""
     pivots = g.Cast(pivots, to=ir.DataType.INT64)
-    n = g.Squeeze(g.Shape(pivots, start=-1), _int(g, [0]))
-    batch = g.Concat(g.Shape(pivots, start=0, end=-1), _int(g, [1]), axis=0)
+    n = g.Squeeze(g.Shape(pivots, start=-1), ints(g, [0]))
+    batch = g.Concat(g.Shape(pivots, start=0, end=-1), ints(g, [1]), axis=0)
 
     def step(g, i, rows):
-        j = g.Unsqueeze(g.Gather(pivots, i, axis=-1), _int(g, [-1]))
-        at = g.Concat(g.Expand(g.Unsqueeze(i, _int(g, [0])), batch), j, axis=-1)
+        j = g.Unsqueeze(g.Gather(pivots, i, axis=-1), ints(g, [-1]))
+        at = g.Concat(g.Expand(g.Unsqueeze(i, ints(g, [0])), batch), j, axis=-1)
         swapped = g.Concat(
             g.GatherElements(rows, j, axis=-1),
-            g.Gather(rows, g.Unsqueeze(i, _int(g, [0])), axis=-1),
+            g.Gather(rows, g.Unsqueeze(i, ints(g, [0])), axis=-1),
             axis=-1,
         )
         return [g.ScatterElements(rows, at, swapped, axis=-1)]
 
-    (rows,) = loop(g, n, [g.Expand(_positions(g, n), g.Shape(pivots))], step, "pivots")
+    (rows,) = loop(g, n, [g.Expand(range_to(g, n), g.Shape(pivots))], step, "pivots")
     return rows if _core(node).inverse else _inverse_permutation(g, rows)
 
 
@@ -952,7 +946,7 @@ def block_diagonal(g, node, *matrices):
     dtype = node.outputs[0].type.dtype
     matrices = [_as(g, var, m, dtype) for var, m in zip(node.inputs, matrices, strict=True)]
     if node.outputs[0].type.ndim > 2:
-        batches = [g.Concat(g.Shape(m, start=0, end=-2), _int(g, [1, 1]), axis=0) for m in matrices]
+        batches = [g.Concat(g.Shape(m, start=0, end=-2), ints(g, [1, 1]), axis=0) for m in matrices]
         matrices = [
             _expand_all(g, m, [b for j, b in enumerate(batches) if j != i])
             for i, m in enumerate(matrices)
@@ -961,7 +955,7 @@ def block_diagonal(g, node, *matrices):
     total = widths[0]
     for width in widths[1:]:
         total = g.Add(total, width)
-    blocks, left = [], _int(g, [0])
+    blocks, left = [], ints(g, [0])
     for m, width in zip(matrices, widths, strict=True):
         right = g.Sub(g.Sub(total, left), width)
         blocks.append(pad_zeros(g, m, -1, before=left, after=right))

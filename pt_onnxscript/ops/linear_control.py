@@ -9,7 +9,7 @@ small systems state-space models have; systems with m n above KRONECKER_LIMIT ar
 not fit in memory.
 """
 
-from pt_onnxscript.ops.common import constant, raise_if
+from pt_onnxscript.ops.common import ints, raise_if
 from pt_onnxscript.ops.linalg import _as, _nan_where, _singular, lu_solve_system, swap_last
 from pt_onnxscript.registry import register, register_blockwise, register_check
 
@@ -20,10 +20,6 @@ except ImportError:  # PyTensor 2.38
 
 # The largest m n solved in Kronecker form: a 4096 x 4096 float64 matrix is 128 MiB.
 KRONECKER_LIMIT = 4096
-
-
-def _int(g, value):
-    return constant(g, value, "int64")
 
 
 def _sizes(node):
@@ -50,9 +46,9 @@ def _kron_identity(g, a, size, left: bool):
     batch = g.Shape(a, start=0, end=-2)
     k = g.Shape(a, start=-1)
     if left:  # [i, p, j, q] = a[i, j] eye[p, q]
-        blocks = g.Mul(g.Unsqueeze(a, _int(g, [-3, -1])), g.Unsqueeze(eye, _int(g, [-4, -2])))
+        blocks = g.Mul(g.Unsqueeze(a, ints(g, [-3, -1])), g.Unsqueeze(eye, ints(g, [-4, -2])))
     else:  # [p, i, q, j] = eye[p, q] a[i, j]
-        blocks = g.Mul(g.Unsqueeze(eye, _int(g, [-3, -1])), g.Unsqueeze(a, _int(g, [-4, -2])))
+        blocks = g.Mul(g.Unsqueeze(eye, ints(g, [-3, -1])), g.Unsqueeze(a, ints(g, [-4, -2])))
     side = g.Mul(k, size)
     return g.Reshape(blocks, g.Concat(batch, side, side, axis=0), allowzero=1)
 
@@ -68,7 +64,7 @@ def solve_sylvester(g, node, a, b, c):
     m = g.Shape(c, start=-2, end=-1)
     n = g.Shape(c, start=-1)
     size = g.Mul(m, n)
-    too_large = g.Greater(g.Squeeze(size, _int(g, [0])), _int(g, KRONECKER_LIMIT))
+    too_large = g.Greater(g.Squeeze(size, ints(g, [0])), ints(g, KRONECKER_LIMIT))
     message = (
         f"solve_sylvester: m n above {KRONECKER_LIMIT}, too large for the Kronecker form this "
         "export solves"
@@ -79,7 +75,7 @@ def solve_sylvester(g, node, a, b, c):
         _kron_identity(g, swap_last(g, b, node.inputs[1].type.ndim), m, left=False),
     )
     rhs = g.Reshape(
-        c, g.Concat(g.Shape(c, start=0, end=-2), size, _int(g, [1]), axis=0), allowzero=1
+        c, g.Concat(g.Shape(c, start=0, end=-2), size, ints(g, [1]), axis=0), allowzero=1
     )
     x, pivots = lu_solve_system(g, system, rhs, dtype, rank, None)
     x = _nan_where(g, _singular(g, pivots, dtype), x, dtype)  # as Solve does

@@ -6,7 +6,7 @@ import pytensor.scalar.basic as ps
 from pytensor.tensor.elemwise import CAReduce
 from pytensor.tensor.math import Argmax, Dot, ProdWithoutZeros
 
-from pt_onnxscript.ops.common import constant, loop, out_dtype, raise_if
+from pt_onnxscript.ops.common import ints, loop, out_dtype, raise_if
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.runtime_gaps import has_kernel, kernel_dtype
 from pt_onnxscript.types import onnx_dtype
@@ -42,7 +42,7 @@ def careduce(g, node, x):
     axes = list(range(ndim)) if node.op.axis is None else sorted(node.op.axis)
     if scalar_op in (ps.AND, ps.OR):
         # uint8: its empty ReduceMin is 255 (true) and its empty ReduceMax 0 (false).
-        result = getattr(g, name)(g.Cast(x, to=ir.DataType.UINT8), _int(g, axes), keepdims=0)
+        result = getattr(g, name)(g.Cast(x, to=ir.DataType.UINT8), ints(g, axes), keepdims=0)
         return g.Cast(result, to=out_dtype(node))
     acc = getattr(node.op, "acc_dtype", None) or node.outputs[0].type.dtype
     if name in ("ReduceSum", "ReduceProd"):
@@ -54,7 +54,7 @@ def careduce(g, node, x):
     if in_dtype != acc:
         x = g.Cast(x, to=onnx_dtype(acc))
     if acc == "uint64" and name in ("ReduceMax", "ReduceMin"):
-        result = _from_ordered(g, getattr(g, name)(_to_ordered(g, x), _int(g, axes), keepdims=0))
+        result = _from_ordered(g, getattr(g, name)(_to_ordered(g, x), ints(g, axes), keepdims=0))
     elif name in ("ReduceSum", "ReduceProd") and np.dtype(acc).kind != "f":
         rows = _reduced_last(g, x, axes, ndim)
         result = (
@@ -63,7 +63,7 @@ def careduce(g, node, x):
             else _integer_prod(g, rows, ndim - len(axes))
         )
     else:
-        result = getattr(g, name)(x, _int(g, axes), keepdims=0)
+        result = getattr(g, name)(x, ints(g, axes), keepdims=0)
     if name in ("ReduceMax", "ReduceMin"):
         if np.dtype(acc).kind == "f":
             _, any_nan = _nan_flags(g, x, axes)
@@ -74,14 +74,10 @@ def careduce(g, node, x):
     return result
 
 
-def _int(g, value):
-    return constant(g, value, "int64")
-
-
 def _nan_flags(g, x, axes):
     """Where `x` is NaN (uint8), and whether any element over `axes` is (bool)."""
     nan = g.Cast(g.IsNaN(x), to=ir.DataType.UINT8)
-    return nan, g.Cast(g.ReduceMax(nan, _int(g, axes), keepdims=0), to=ir.DataType.BOOL)
+    return nan, g.Cast(g.ReduceMax(nan, ints(g, axes), keepdims=0), to=ir.DataType.BOOL)
 
 
 def _no_identity(name: str) -> str:
@@ -92,12 +88,12 @@ def _no_identity(name: str) -> str:
 def _to_ordered(g, x):
     """uint64 `x` as the int64 values in the same order (ONNX Runtime has no uint64 ReduceMax,
     ReduceMin or ArgMax): its bits, shifted by 2**63 modulo 2**64."""
-    return g.Add(g.Cast(x, to=ir.DataType.INT64), _int(g, np.iinfo(np.int64).min))
+    return g.Add(g.Cast(x, to=ir.DataType.INT64), ints(g, np.iinfo(np.int64).min))
 
 
 def _from_ordered(g, x):
     """The uint64 values of `_to_ordered`'s results."""
-    return g.Cast(g.Add(x, _int(g, np.iinfo(np.int64).min)), to=ir.DataType.UINT64)
+    return g.Cast(g.Add(x, ints(g, np.iinfo(np.int64).min)), to=ir.DataType.UINT64)
 
 
 def _raise_if_empty(g, node, x, axes, result, message):
@@ -105,8 +101,8 @@ def _raise_if_empty(g, node, x, axes, result, message):
     static = [node.inputs[0].type.shape[d] for d in axes]
     if all(size is not None and size > 0 for size in static):
         return result
-    sizes = g.Gather(g.Shape(x), _int(g, axes), axis=0)
-    empty = g.Equal(g.ReduceProd(sizes, keepdims=0), _int(g, 0))
+    sizes = g.Gather(g.Shape(x), ints(g, axes), axis=0)
+    empty = g.Equal(g.ReduceProd(sizes, keepdims=0), ints(g, 0))
     return raise_if(g, empty, result, ValueError, message)
 
 
@@ -116,14 +112,14 @@ def _reduced_last(g, x, axes, ndim):
     if kept + axes != list(range(ndim)):
         x = g.Transpose(x, perm=kept + axes)
     shape = g.Shape(x)
-    count = g.ReduceProd(g.Slice(shape, _int(g, [len(kept)]), _int(g, [ndim])), keepdims=1)
-    parts = [g.Slice(shape, _int(g, [0]), _int(g, [len(kept)])), count] if kept else [count]
+    count = g.ReduceProd(g.Slice(shape, ints(g, [len(kept)]), ints(g, [ndim])), keepdims=1)
+    parts = [g.Slice(shape, ints(g, [0]), ints(g, [len(kept)])), count] if kept else [count]
     return g.Reshape(x, g.Concat(*parts, axis=0) if kept else count, allowzero=1)
 
 
 def _integer_sum(g, rows):
     """The exact, wrapping sums over the last dim of int64 `rows`: a MatMul with ones."""
-    ones = g.Expand(_int(g, 1), g.Shape(rows, start=-1))
+    ones = g.Expand(ints(g, 1), g.Shape(rows, start=-1))
     return g.MatMul(rows, ones)
 
 
@@ -131,21 +127,21 @@ def _integer_prod(g, rows, kept: int):
     """The exact, wrapping products over the last dim of int64 `rows` (of rank kept + 1):
     pairs multiplied until one value is left, padded with ones to an even length."""
     rows = g.Concat(
-        rows, g.Expand(_int(g, 1), g.Concat(g.Shape(rows, end=-1), _int(g, [1]), axis=0)), axis=-1
+        rows, g.Expand(ints(g, 1), g.Concat(g.Shape(rows, end=-1), ints(g, [1]), axis=0)), axis=-1
     )
 
     def step(g, _, y):
         length = g.Shape(y, start=-1)
-        half = g.Div(g.Add(length, _int(g, 1)), _int(g, 2))
-        pads = g.Concat(_int(g, [0] * (2 * kept + 1)), g.Sub(g.Add(half, half), length), axis=0)
-        y = g.Pad(y, pads, _int(g, 1))
-        y = g.Reshape(y, g.Concat(g.Shape(y, end=-1), half, _int(g, [2]), axis=0), allowzero=1)
-        y = g.Mul(g.Gather(y, _int(g, 0), axis=-1), g.Gather(y, _int(g, 1), axis=-1))
-        return [g.Squeeze(g.Greater(half, _int(g, [1])), _int(g, [0])), y]
+        half = g.Div(g.Add(length, ints(g, 1)), ints(g, 2))
+        pads = g.Concat(ints(g, [0] * (2 * kept + 1)), g.Sub(g.Add(half, half), length), axis=0)
+        y = g.Pad(y, pads, ints(g, 1))
+        y = g.Reshape(y, g.Concat(g.Shape(y, end=-1), half, ints(g, [2]), axis=0), allowzero=1)
+        y = g.Mul(g.Gather(y, ints(g, 0), axis=-1), g.Gather(y, ints(g, 1), axis=-1))
+        return [g.Squeeze(g.Greater(half, ints(g, [1])), ints(g, [0])), y]
 
-    go = g.Squeeze(g.Greater(g.Shape(rows, start=-1), _int(g, [1])), _int(g, [0]))
+    go = g.Squeeze(g.Greater(g.Shape(rows, start=-1), ints(g, [1])), ints(g, [0]))
     (rows,) = loop(g, None, [rows], step, "prod", condition=go)
-    return g.Squeeze(rows, _int(g, [-1]))
+    return g.Squeeze(rows, ints(g, [-1]))
 
 
 @register(Argmax)

@@ -3,7 +3,7 @@
 import numpy as np
 import onnx_ir as ir
 
-from pt_onnxscript.ops.common import constant, loop
+from pt_onnxscript.ops.common import constant, ints, loop
 from pt_onnxscript.ops.linalg import float_output_check, identity_like, lu_solve_system
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.types import onnx_dtype
@@ -38,14 +38,10 @@ THETA_13 = 5.371920351148152
 MOST_SQUARINGS = 1100
 
 
-def _int(g, value):
-    return constant(g, value, "int64")
-
-
 def _one_norm(g, a, dtype):
     """max_j sum_i |a_ij| of each matrix of `a` (..), 0 for an empty matrix."""
-    columns = g.ReduceSum(g.Abs(a), _int(g, [-2]), keepdims=0)
-    return g.Max(g.ReduceMax(columns, _int(g, [-1]), keepdims=0), constant(g, 0, dtype))
+    columns = g.ReduceSum(g.Abs(a), ints(g, [-2]), keepdims=0)
+    return g.Max(g.ReduceMax(columns, ints(g, [-1]), keepdims=0), constant(g, 0, dtype))
 
 
 def _squarings(g, norm, dtype):
@@ -61,7 +57,7 @@ def expm(g, a, dtype: str, rank: int, size: int | None = None):
     squarings (a matrix of a batch stops squaring at its own s)."""
     c = [constant(g, b, dtype) for b in PADE_13]
     s = _squarings(g, _one_norm(g, a, dtype), dtype)
-    per_matrix = g.Unsqueeze(s, _int(g, [-1, -2]))
+    per_matrix = g.Unsqueeze(s, ints(g, [-1, -2]))
     a = g.Mul(a, g.Pow(constant(g, 2, dtype), g.Neg(per_matrix)))
     eye = identity_like(g, a, dtype)
     a2 = g.MatMul(a, a)
@@ -79,7 +75,7 @@ def expm(g, a, dtype: str, rank: int, size: int | None = None):
     inner_v = g.MatMul(a6, combination((12, a6), (10, a4), (8, a2)))
     v = g.Add(inner_v, combination((6, a6), (4, a4), (2, a2), (0, eye)))
     r, _ = lu_solve_system(g, g.Sub(v, u), g.Add(v, u), dtype, rank, size)
-    every = g.Concat(g.Reshape(s, _int(g, [-1])), constant(g, [0], dtype), axis=0)
+    every = g.Concat(g.Reshape(s, ints(g, [-1])), constant(g, [0], dtype), axis=0)
     count = g.Cast(g.ReduceMax(every, keepdims=0), to=ir.DataType.INT64)
 
     def square(g, k, x):

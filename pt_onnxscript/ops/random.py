@@ -24,7 +24,7 @@ from onnxscript import opset18 as op
 from pytensor.tensor.random import basic as ptr
 from pytensor.tensor.type_other import NoneTypeT
 
-from pt_onnxscript.ops.common import constant, loop, raise_if, where
+from pt_onnxscript.ops.common import constant, ints, loop, raise_if, where
 from pt_onnxscript.ops.decompositions import jacobi_eigen, jacobi_svd
 from pt_onnxscript.ops.linalg import lower_factor, symmetric
 from pt_onnxscript.ops.scalar.math import arctan2, log1p
@@ -94,10 +94,6 @@ def _u64(g, value):
     return constant(g, value, "uint64")
 
 
-def _i64(g, value):
-    return constant(g, value, "int64")
-
-
 def _f64(g, value):
     return constant(g, value, "float64")
 
@@ -105,7 +101,7 @@ def _f64(g, value):
 def _all(g, mask):
     """Whether every element of bool `mask` is true (0-d)."""
     flags = g.Cast(mask, to=ir.DataType.UINT8)
-    return g.Cast(g.ReduceMin(g.Reshape(flags, _i64(g, [-1])), keepdims=0), to=BOOL)
+    return g.Cast(g.ReduceMin(g.Reshape(flags, ints(g, [-1])), keepdims=0), to=BOOL)
 
 
 class Stream:
@@ -119,18 +115,18 @@ class Stream:
     def __init__(self, g, state, shape, lanes: int = 1):
         self.shape, self.lanes, self._first = shape, lanes, None
         count = g.ReduceProd(shape, keepdims=0)  # 1 for a 0-d draw (an empty shape)
-        key = g.Slice(state, _i64(g, [0]), _i64(g, [1]))
-        base = g.Slice(state, _i64(g, [1]), _i64(g, [2]))
+        key = g.Slice(state, ints(g, [0]), ints(g, [1]))
+        base = g.Slice(state, ints(g, [1]), ints(g, [2]))
         low32, shift = _u64(g, 0xFFFFFFFF), _u64(g, 32)
         key_words = g.Concat(
             g.BitwiseAnd(key, low32), g.BitShift(key, shift, direction="RIGHT"), axis=0
         )
-        self.key = g.Unsqueeze(key_words, _i64(g, [1]))
-        element = g.Add(base, g.Cast(g.Range(_i64(g, 0), count, _i64(g, 1)), to=U64))
-        self.low = g.Unsqueeze(g.BitwiseAnd(element, low32), _i64(g, [0]))
-        self.high = g.Unsqueeze(g.BitShift(element, shift, direction="RIGHT"), _i64(g, [0]))
+        self.key = g.Unsqueeze(key_words, ints(g, [1]))
+        element = g.Add(base, g.Cast(g.Range(ints(g, 0), count, ints(g, 1)), to=U64))
+        self.low = g.Unsqueeze(g.BitwiseAnd(element, low32), ints(g, [0]))
+        self.high = g.Unsqueeze(g.BitShift(element, shift, direction="RIGHT"), ints(g, [0]))
         self.zeros = g.Mul(self.low, _u64(g, 0))
-        advanced = g.Add(base, g.Cast(g.Unsqueeze(count, _i64(g, [0])), to=U64))
+        advanced = g.Add(base, g.Cast(g.Unsqueeze(count, ints(g, [0])), to=U64))
         self.next_state = g.Concat(key, advanced, axis=0)
 
     def words(self, g, block, lanes: list[int]):
@@ -140,10 +136,10 @@ class Stream:
         block = _u64(g, block) if isinstance(block, int) else block
         low, high, zeros = self.low, self.high, self.zeros
         if len(lanes) > 1:
-            repeats = _i64(g, [1, len(lanes)])
+            repeats = ints(g, [1, len(lanes)])
             low, high = g.Tile(low, repeats), g.Tile(high, repeats)
             lane = g.Add(self.zeros, _u64(g, np.array(lanes, dtype=np.uint64)[:, None]))
-            lane, zeros = g.Reshape(lane, _i64(g, [1, -1])), g.Tile(zeros, repeats)
+            lane, zeros = g.Reshape(lane, ints(g, [1, -1])), g.Tile(zeros, repeats)
         else:  # an int, or a 0-d uint64 (a lane chosen in a Loop)
             lane = g.Add(zeros, _u64(g, lanes[0]) if isinstance(lanes[0], int) else lanes[0])
         a = g.Concat(low, g.Add(zeros, block), axis=0)
@@ -152,12 +148,12 @@ class Stream:
 
     def _shaped(self, g, values, lanes: int):
         """[2, lanes x N] -> per lane, its two rows in the draw's shape."""
-        shape = g.Concat(_i64(g, [2, lanes]), self.shape, axis=0)
+        shape = g.Concat(ints(g, [2, lanes]), self.shape, axis=0)
         values = g.Reshape(values, shape, allowzero=1)  # a 0 in the shape is a size
         pairs = []
         for i in range(lanes):
-            rows = g.Gather(values, _i64(g, i), axis=1)
-            pairs.append((g.Gather(rows, _i64(g, 0), axis=0), g.Gather(rows, _i64(g, 1), axis=0)))
+            rows = g.Gather(values, ints(g, i), axis=1)
+            pairs.append((g.Gather(rows, ints(g, 0), axis=0), g.Gather(rows, ints(g, 1), axis=0)))
         return pairs
 
     def uniforms_of(self, g, block, lanes: list[int]):
@@ -214,14 +210,14 @@ def rejection(g, s, attempt, params, kind: str, done=None, dtype: str = "float64
     `params` gathered to them. Elements where `done` holds keep attempt 0's candidate."""
     value, accepted = attempt(g, 0, s, *params)
     done = accepted if done is None else g.Or(accepted, done)
-    shape, flat = s.shape, _i64(g, [-1])
+    shape, flat = s.shape, ints(g, [-1])
     flat_params = [g.Reshape(g.Expand(x, shape), flat) for x in params]
 
     def step(g, k, value, done):
         index = g.Reshape(g.NonZero(g.Not(done)), flat)
-        positions = g.Unsqueeze(index, _i64(g, [-1]))
+        positions = g.Unsqueeze(index, ints(g, [-1]))
         taken = [g.Gather(x, index, axis=0) for x in flat_params]
-        r = g.Cast(g.Add(k, _i64(g, 1)), to=U64)
+        r = g.Cast(g.Add(k, ints(g, 1)), to=U64)
         candidate, accepted = attempt(g, r, s.subset(g, index), *taken)
         kept = g.Gather(value, index, axis=0)
         value = g.ScatterND(value, positions, where(g, accepted, candidate, kept, dtype))
@@ -263,7 +259,7 @@ def draw_shape(g, node, size, params):
     the parameters' broadcast shape."""
     static = node.outputs[1].type.shape
     if None not in static:
-        return _i64(g, np.array(static, dtype=np.int64))
+        return ints(g, np.array(static, dtype=np.int64))
     if not _is_none(node.inputs[1]):
         return _int64(g, node.inputs[1], size)
     return _batch_shape(g, params)
@@ -598,12 +594,12 @@ def poisson_draws(g, s, lam, lane: int):
     large = g.GreaterOrEqual(lam, ten)
 
     # inversion
-    small = g.Unsqueeze(g.Where(large, zero, lam), _i64(g, [-1]))
+    small = g.Unsqueeze(g.Where(large, zero, lam), ints(g, [-1]))
     log_lam = g.Log(g.Max(small, _f64(g, np.finfo(np.float64).tiny)))  # 0 log 0 = 0 at k = 0
     log_pmf = g.Sub(g.Sub(g.Mul(_f64(g, _SMALL_COUNTS), log_lam), small), _f64(g, _LOG_FACTORIALS))
-    cdf = g.CumSum(g.Exp(log_pmf), _i64(g, -1))
-    below = g.Less(cdf, g.Unsqueeze(s.uniform(g, 0, lane), _i64(g, [-1])))
-    inverted = g.ReduceSum(g.Cast(below, to=F64), _i64(g, [-1]), keepdims=0)
+    cdf = g.CumSum(g.Exp(log_pmf), ints(g, -1))
+    below = g.Less(cdf, g.Unsqueeze(s.uniform(g, 0, lane), ints(g, [-1])))
+    inverted = g.ReduceSum(g.Cast(below, to=F64), ints(g, [-1]), keepdims=0)
 
     # PTRS
     big = g.Where(large, lam, ten)  # its constants, harmless where unused
@@ -692,7 +688,7 @@ def binomial_draws(g, s, n, p, lane):
 
     # inversion: P(k) = C(n, k) p^k q^(n-k), zero past n
     counts = _f64(g, _SMALL_COUNTS)
-    n_, p_, q_ = (g.Unsqueeze(v, _i64(g, [-1])) for v in (n, p, q))
+    n_, p_, q_ = (g.Unsqueeze(v, ints(g, [-1])) for v in (n, p, q))
     tiny = _f64(g, np.finfo(np.float64).tiny)
     log_p, log_q = g.Log(g.Max(p_, tiny)), g.Log(g.Max(q_, tiny))  # 0 log 0 = 0 at the ends
     rest = g.Max(g.Sub(n_, counts), zero)
@@ -704,8 +700,8 @@ def binomial_draws(g, s, n, p, lane):
         g.Add(g.Mul(counts, log_p), g.Mul(rest, log_q)),
     )
     pmf = g.Where(g.LessOrEqual(counts, n_), g.Exp(log_pmf), zero)
-    below = g.Less(g.CumSum(pmf, _i64(g, -1)), g.Unsqueeze(s.uniform(g, 0, lane), _i64(g, [-1])))
-    inverted = g.Min(g.ReduceSum(g.Cast(below, to=F64), _i64(g, [-1]), keepdims=0), n)
+    below = g.Less(g.CumSum(pmf, ints(g, -1)), g.Unsqueeze(s.uniform(g, 0, lane), ints(g, [-1])))
+    inverted = g.Min(g.ReduceSum(g.Cast(below, to=F64), ints(g, [-1]), keepdims=0), n)
 
     # BTRS, on large means only (the others' constants are harmless stand-ins)
     n_big = g.Where(large, n, _f64(g, 20.0))
@@ -793,13 +789,13 @@ _FEW = np.arange(10, dtype=np.float64)  # the counts a sample of at most 9 can h
 def _log_falling(g, x):
     """log(x (x - 1) ... (x - k + 1)) for k = 0 .. 9 on a new last axis (-inf from k = x + 1
     on: no such count)."""
-    factors = g.Max(g.Sub(g.Unsqueeze(x, _i64(g, [-1])), _f64(g, _FEW)), _f64(g, 0.0))
-    return g.CumSum(g.Log(factors), _i64(g, -1), exclusive=1)
+    factors = g.Max(g.Sub(g.Unsqueeze(x, ints(g, [-1])), _f64(g, _FEW)), _f64(g, 0.0))
+    return g.CumSum(g.Log(factors), ints(g, -1), exclusive=1)
 
 
 def _count_index(g, k):
     """Counts `k` (float64) as int64 indices on a new last axis."""
-    return g.Unsqueeze(g.Cast(k, to=ir.DataType.INT64), _i64(g, [-1]))
+    return g.Unsqueeze(g.Cast(k, to=ir.DataType.INT64), ints(g, [-1]))
 
 
 def _at(g, table, k):
@@ -809,8 +805,8 @@ def _at(g, table, k):
 
 def _log_factorials(g, *counts):
     """log(k1!) + log(k2!) + ... (one gammaln for all of them)."""
-    stacked = g.Concat(*(g.Unsqueeze(k, _i64(g, [0])) for k in counts), axis=0)
-    return g.ReduceSum(_lgamma(g, g.Add(stacked, _f64(g, 1.0))), _i64(g, [0]), keepdims=0)
+    stacked = g.Concat(*(g.Unsqueeze(k, ints(g, [0])) for k in counts), axis=0)
+    return g.ReduceSum(_lgamma(g, g.Add(stacked, _f64(g, 1.0))), ints(g, [0]), keepdims=0)
 
 
 @univariate(ptr.HyperGeometricRV, lanes=2)
@@ -848,7 +844,7 @@ def hypergeometric(g, s, ngood, nbad, nsample):
     # inversion
     small_n = g.Where(large, zero, n)
     k = _f64(g, _FEW)
-    column_n = g.Unsqueeze(small_n, _i64(g, [-1]))
+    column_n = g.Unsqueeze(small_n, ints(g, [-1]))
     rest = g.Max(g.Sub(column_n, k), zero)  # n - k, 0 past n
     rest = g.Cast(rest, to=ir.DataType.INT64)
     log_factorials = _f64(g, _LOG_FACTORIALS[:10])
@@ -864,8 +860,8 @@ def hypergeometric(g, s, ngood, nbad, nsample):
         _at(g, _log_falling(g, g.Where(large, zero, total)), small_n),
     )
     pmf = g.Where(g.LessOrEqual(k, column_n), g.Exp(log_pmf), zero)
-    below = g.Less(g.CumSum(pmf, _i64(g, -1)), g.Unsqueeze(s.uniform(g, 0), _i64(g, [-1])))
-    counted = g.ReduceSum(g.Cast(below, to=F64), _i64(g, [-1]), keepdims=0)
+    below = g.Less(g.CumSum(pmf, ints(g, -1)), g.Unsqueeze(s.uniform(g, 0), ints(g, [-1])))
+    counted = g.ReduceSum(g.Cast(below, to=F64), ints(g, [-1]), keepdims=0)
     inverted = g.Min(counted, g.Min(small_n, m))  # a cdf rounded below 1 never overshoots
 
     # HRUA, on n >= 10 (the others' constants are stand-ins: n = m = M = 10)
@@ -978,20 +974,20 @@ def multinomial(g, node, rng, size, n, p):
         g,
         node,
         size,
-        lambda: g.Shape(g.Add(n, g.ReduceSum(p, _i64(g, [-1]), keepdims=0))),
-        g.Shape(p, start=-1) if categories is None else _i64(g, [categories]),
+        lambda: g.Shape(g.Add(n, g.ReduceSum(p, ints(g, [-1]), keepdims=0))),
+        g.Shape(p, start=-1) if categories is None else ints(g, [categories]),
     )
-    batch = g.Slice(shape, _i64(g, [0]), _i64(g, [-1]))
+    batch = g.Slice(shape, ints(g, [0]), ints(g, [-1]))
     lanes = 0 if categories is None else 2 * max(categories - 1, 1)
     s = Stream(g, rng, batch, lanes=lanes)
     zero, one = _f64(g, 0.0), _f64(g, 1.0)
 
     def category(g, j, remaining_n, remaining_p):
         """Category j's draw (j an int or a 0-d int64), and what remains."""
-        p_j = g.Gather(p, _i64(g, j) if isinstance(j, int) else j, axis=-1)
+        p_j = g.Gather(p, ints(g, j) if isinstance(j, int) else j, axis=-1)
         share = g.Min(g.Max(g.Div(p_j, remaining_p), zero), one)
         share = g.Where(g.IsNaN(share), zero, share)  # nothing left to share
-        lane = 2 * j if isinstance(j, int) else g.Cast(g.Mul(j, _i64(g, 2)), to=U64)
+        lane = 2 * j if isinstance(j, int) else g.Cast(g.Mul(j, ints(g, 2)), to=U64)
         draw = binomial_draws(g, s, remaining_n, share, lane=lane)
         return g.Sub(remaining_n, draw), g.Sub(remaining_p, p_j), draw
 
@@ -1000,17 +996,17 @@ def multinomial(g, node, rng, size, n, p):
         columns = []
         for j in range(categories - 1):
             remaining_n, remaining_p, draw = category(g, j, remaining_n, remaining_p)
-            columns.append(g.Unsqueeze(draw, _i64(g, [-1])))
-        columns.append(g.Unsqueeze(remaining_n, _i64(g, [-1])))
+            columns.append(g.Unsqueeze(draw, ints(g, [-1])))
+        columns.append(g.Unsqueeze(remaining_n, ints(g, [-1])))
         draws = g.Concat(*columns, axis=-1)
     else:
-        steps = g.Max(g.Sub(g.Reshape(g.Shape(p, start=-1), _i64(g, [])), _i64(g, 1)), _i64(g, 0))
+        steps = g.Max(g.Sub(g.Reshape(g.Shape(p, start=-1), ints(g, [])), ints(g, 1)), ints(g, 0))
         remaining_n, _, stacked = loop(
             g, steps, [remaining_n, remaining_p], category, "multinomial", stacked=[F64]
         )
         rank = node.outputs[1].type.ndim - 1  # the batch's
         columns = g.Transpose(stacked, perm=[*range(1, rank + 1), 0])
-        draws = g.Concat(columns, g.Unsqueeze(remaining_n, _i64(g, [-1])), axis=-1)
+        draws = g.Concat(columns, g.Unsqueeze(remaining_n, ints(g, [-1])), axis=-1)
     bad_p = g.Not(g.And(g.GreaterOrEqual(p, zero), g.LessOrEqual(p, one)))
     checks = [
         (_negative(g, n), ValueError, "n < 0"),
@@ -1054,15 +1050,15 @@ def categorical(g, node, rng, size, p):
     p = _float(g, node.inputs[2], p)
     static = node.outputs[1].type.shape
     if None not in static:
-        shape = _i64(g, np.array(static, dtype=np.int64))
+        shape = ints(g, np.array(static, dtype=np.int64))
     elif not _is_none(node.inputs[1]):
         shape = draw_shape(g, node, size, [])
     else:
         shape = g.Shape(p, end=-1)
     s = Stream(g, rng, shape)
-    cdf = g.CumSum(p, _i64(g, -1))
-    below = g.Less(cdf, g.Unsqueeze(s.uniform(g, 0), _i64(g, [-1])))
-    draws = g.ReduceSum(g.Cast(below, to=ir.DataType.INT64), _i64(g, [-1]), keepdims=0)
+    cdf = g.CumSum(p, ints(g, -1))
+    below = g.Less(cdf, g.Unsqueeze(s.uniform(g, 0), ints(g, [-1])))
+    draws = g.ReduceSum(g.Cast(below, to=ir.DataType.INT64), ints(g, [-1]), keepdims=0)
     dtype = node.outputs[1].type.dtype
     return s.next_state, draws if dtype == "int64" else g.Cast(draws, to=onnx_dtype(dtype))
 
@@ -1075,7 +1071,7 @@ def _support_shape(g, node, size, batch_of_params, core):
     followed by the `core` dims (an int64 vector)."""
     static = node.outputs[1].type.shape
     if None not in static:
-        return _i64(g, np.array(static, dtype=np.int64))
+        return ints(g, np.array(static, dtype=np.int64))
     if not _is_none(node.inputs[1]):
         batch = _int64(g, node.inputs[1], size)
     else:
@@ -1094,9 +1090,9 @@ def dirichlet(g, node, rng, size, alphas):
     alphas_full = g.Expand(alphas, shape)
     safe = g.Where(_negative(g, alphas_full), _f64(g, 1.0), alphas_full)
     logs = log_standard_gamma(g, s, safe, lane=0)
-    top = g.ReduceMax(logs, _i64(g, [-1]), keepdims=1)
+    top = g.ReduceMax(logs, ints(g, [-1]), keepdims=1)
     weights = g.Exp(g.Sub(logs, top))
-    draws = g.Div(weights, g.ReduceSum(weights, _i64(g, [-1]), keepdims=1))
+    draws = g.Div(weights, g.ReduceSum(weights, ints(g, [-1]), keepdims=1))
     checks = [(_negative(g, alphas), ValueError, "alpha < 0")]
     return s.next_state, _result(g, node, draws, checks)
 
@@ -1116,7 +1112,7 @@ def _covariance_factor(g, node, cov):
     else:
         values, vectors, _, failed = jacobi_svd(g, cov, "float64", rank, full=False)
         message = "SVD did not converge"
-    factor = g.Mul(vectors, g.Unsqueeze(g.Sqrt(values), _i64(g, [-2])))
+    factor = g.Mul(vectors, g.Unsqueeze(g.Sqrt(values), ints(g, [-2])))
     return factor, [(failed, LinAlgError, message)]
 
 
@@ -1130,16 +1126,16 @@ def multivariate_normal(g, node, rng, size, mean, cov):
         size,
         lambda: g.Shape(
             g.Add(
-                g.Unsqueeze(g.Shape(mean, end=-1), _i64(g, [0])),
-                g.Mul(g.Shape(cov, end=-2), _i64(g, 0)),
+                g.Unsqueeze(g.Shape(mean, end=-1), ints(g, [0])),
+                g.Mul(g.Shape(cov, end=-2), ints(g, 0)),
             )
         ),
         g.Shape(mean, start=-1),
     )
     s = Stream(g, rng, shape)
     factor, checks = _covariance_factor(g, node, cov)
-    z = g.Unsqueeze(s.normal(g, 0), _i64(g, [-1]))
-    draws = g.Add(mean, g.Squeeze(g.MatMul(factor, z), _i64(g, [-1])))
+    z = g.Unsqueeze(s.normal(g, 0), ints(g, [-1]))
+    draws = g.Add(mean, g.Squeeze(g.MatMul(factor, z), ints(g, [-1])))
     return s.next_state, _result(g, node, draws, checks)
 
 
@@ -1148,7 +1144,7 @@ def _first_core_shape(g, var, core_shape):
     when all are equal) gives its first row, as PyTensor's choice does."""
     core_shape = _int64(g, var, core_shape)
     for _ in range(var.type.ndim - 1):
-        core_shape = g.Gather(core_shape, _i64(g, 0), axis=0)
+        core_shape = g.Gather(core_shape, ints(g, 0), axis=0)
     return core_shape
 
 
@@ -1166,12 +1162,12 @@ def choice_without_replacement(g, node, rng, size, a, *rest):
     scalar = op.ndims_params[0] == 0
     a_batch = a_var.type.ndim - op.ndims_params[0]
     core_shape = _first_core_shape(g, core_var, core_shape)
-    count = g.Reshape(g.ReduceProd(core_shape, keepdims=1), _i64(g, [1]))
+    count = g.Reshape(g.ReduceProd(core_shape, keepdims=1), ints(g, [1]))
     # The batch: `size`, else a's and p's leading dims broadcast (none: one sample).
     out_ndim = node.outputs[1].type.ndim
     batch_rank = out_ndim - core_var.type.shape[-1] - (0 if scalar else op.ndims_params[0] - 1)
     if batch_rank == 0:
-        batch = _i64(g, np.zeros(0, np.int64))
+        batch = ints(g, np.zeros(0, np.int64))
     elif not _is_none(node.inputs[1]):
         batch = _int64(g, node.inputs[1], size)
     else:
@@ -1184,11 +1180,11 @@ def choice_without_replacement(g, node, rng, size, a, *rest):
         if p is not None:
             width = g.Shape(p, start=-1)
         else:  # the largest population (0 for an empty batch)
-            flat = g.Concat(g.Reshape(sizes, _i64(g, [-1])), _i64(g, [0]), axis=0)
+            flat = g.Concat(g.Reshape(sizes, ints(g, [-1])), ints(g, [0]), axis=0)
             width = g.ReduceMax(flat, keepdims=1)
     else:
         width = g.Shape(a, start=a_batch, end=a_batch + 1)
-        sizes = g.Expand(g.Reshape(width, _i64(g, [])), batch)
+        sizes = g.Expand(g.Reshape(width, ints(g, [])), batch)
     s = Stream(g, rng, g.Concat(batch, width, axis=0))
     u = s.uniform(g, 0)
     checks = [
@@ -1201,16 +1197,16 @@ def choice_without_replacement(g, node, rng, size, a, *rest):
     if p is None:
         # An integer a smaller than the widest: the positions past it never come first.
         inside = g.Less(
-            g.Range(_i64(g, 0), g.Reshape(width, _i64(g, [])), _i64(g, 1)),
-            g.Unsqueeze(sizes, _i64(g, [-1])),
+            g.Range(ints(g, 0), g.Reshape(width, ints(g, [])), ints(g, 1)),
+            g.Unsqueeze(sizes, ints(g, [-1])),
         )
         keys = g.Where(inside, u, _f64(g, -1.0))
     else:
-        p_width = g.Reshape(g.Shape(p, start=-1), _i64(g, []))
+        p_width = g.Reshape(g.Shape(p, start=-1), ints(g, []))
         p = g.Expand(_float(g, node.inputs[3], p), g.Concat(batch, width, axis=0))
         zero = _f64(g, 0.0)
         keys = g.Sub(g.Log(p), g.Log(g.Neg(g.Log(u))))
-        last = _i64(g, [-1])
+        last = ints(g, [-1])
         total = g.ReduceSum(p, last, keepdims=0)
         nonzero = g.ReduceSum(g.Cast(g.Greater(p, zero), to=int64), last, keepdims=0)
         off = g.Greater(g.Abs(g.Sub(total, _f64(g, 1.0))), _f64(g, np.sqrt(np.finfo(float).eps)))
@@ -1235,7 +1231,7 @@ def choice_without_replacement(g, node, rng, size, a, *rest):
     else:
         rows = g.Shape(a, start=a_batch + 1)
         a = g.Expand(a, g.Concat(batch, width, rows, axis=0))
-        picked = g.GatherND(a, g.Unsqueeze(chosen, _i64(g, [-1])), batch_dims=batch_rank)
+        picked = g.GatherND(a, g.Unsqueeze(chosen, ints(g, [-1])), batch_dims=batch_rank)
         draws = g.Reshape(picked, g.Concat(batch, core_shape, rows, axis=0), allowzero=1)
     for failed, exc_type, message in checks:
         draws = raise_if(g, failed, draws, exc_type, message)
@@ -1247,8 +1243,8 @@ def permutation(g, node, rng, size, x):
     """x (or arange(x) for an integer x) in the order of uniform keys, one per element."""
     scalar = node.op.ndims_params[0] == 0
     if scalar:
-        count = g.Cast(g.Reshape(x, _i64(g, [1])), to=ir.DataType.INT64)
-        shape = _support_shape(g, node, size, lambda: _i64(g, np.zeros(0, np.int64)), count)
+        count = g.Cast(g.Reshape(x, ints(g, [1])), to=ir.DataType.INT64)
+        shape = _support_shape(g, node, size, lambda: ints(g, np.zeros(0, np.int64)), count)
     else:
         shape = _support_shape(g, node, size, lambda: g.Shape(x, end=-1), g.Shape(x, start=-1))
     s = Stream(g, rng, shape)

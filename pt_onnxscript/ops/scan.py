@@ -14,23 +14,19 @@ from itertools import chain
 import onnx_ir as ir
 from pytensor.scan.op import Scan
 
-from pt_onnxscript.ops.common import INT64_MAX, constant, loop
+from pt_onnxscript.ops.common import INT64_MAX, constant, ints, loop
 from pt_onnxscript.registry import register
 from pt_onnxscript.translate import TranslationError, translate_graph, value_of
 from pt_onnxscript.types import onnx_dtype
 
 
-def _int(g, value):
-    return constant(g, value, "int64")
-
-
 def _scalar(g, x):
     """A 0-d int64 from a 0-d or 1-element value of any integer dtype."""
-    return g.Reshape(g.Cast(x, to=ir.DataType.INT64), _int(g, []))
+    return g.Reshape(g.Cast(x, to=ir.DataType.INT64), ints(g, []))
 
 
 def _length(g, buffer):
-    return g.Squeeze(g.Shape(buffer, start=0, end=1), _int(g, [0]))
+    return g.Squeeze(g.Shape(buffer, start=0, end=1), ints(g, [0]))
 
 
 def _row(g, buffer, index):
@@ -40,8 +36,8 @@ def _row(g, buffer, index):
 
 def _write_step(g, buffer, index, value):
     """buffer with buffer[index % len(buffer)] = value."""
-    at = g.Reshape(g.Mod(index, _length(g, buffer)), _int(g, [1, 1]))
-    return g.ScatterND(buffer, at, g.Unsqueeze(value, _int(g, [0])))
+    at = g.Reshape(g.Mod(index, _length(g, buffer)), ints(g, [1, 1]))
+    return g.ScatterND(buffer, at, g.Unsqueeze(value, ints(g, [0])))
 
 
 @register(Scan)
@@ -78,14 +74,14 @@ def scan(g, node, n_steps, *outer):
         mit_mot_vars = iter(op.inner_mitmot(inner_in))
         for k, taps in enumerate(info.mit_mot_in_slices):
             for tap in taps:
-                at = g.Add(i, _int(g, mit_mot_starts[k] + tap))
+                at = g.Add(i, ints(g, mit_mot_starts[k] + tap))
                 values[next(mit_mot_vars)] = _row(g, carried[k], at)
         windows = carried[n_mit_mot : n_mit_mot + n_buffers]
         tap_vars = iter(tapped)
         for window, rows, depth, taps in zip(windows, first_rows, depths, in_taps, strict=True):
             for tap in taps:
                 var = next(tap_vars)
-                row = window if depth == 1 else g.Gather(window, _int(g, depth + tap), axis=0)
+                row = window if depth == 1 else g.Gather(window, ints(g, depth + tap), axis=0)
                 values[var] = row
                 shape_sources[row] = (rows, 1, var.type.ndim)
         values.update(
@@ -102,7 +98,7 @@ def scan(g, node, n_steps, *outer):
         for k, out_taps in enumerate(info.mit_mot_out_slices):
             buffer = carried[k]
             for tap in out_taps:
-                at = g.Add(i, _int(g, mit_mot_starts[k] + tap))
+                at = g.Add(i, ints(g, mit_mot_starts[k] + tap))
                 buffer = _write_step(g, buffer, at, result(next(mit_mot_outs)))
             new_mit_mot.append(buffer)
         new_rows = [
@@ -121,20 +117,20 @@ def scan(g, node, n_steps, *outer):
         state = [*new_mit_mot, *new_windows, *new_untraced]
         if not info.as_while:
             return [*state, *stacked]
-        done = g.Add(carried[-1], _int(g, 1))  # steps taken: a while loop may stop early
+        done = g.Add(carried[-1], ints(g, 1))  # steps taken: a while loop may stop early
         state = [*state, done, *stacked]
-        until = g.Reshape(result(inner_out[-1]), _int(g, []))
+        until = g.Reshape(result(inner_out[-1]), ints(g, []))
         return [g.Not(g.Cast(until, to=ir.DataType.BOOL)), *state]
 
     windows = [
-        g.Gather(rows, _int(g, 0), axis=0) if depth == 1 else rows
+        g.Gather(rows, ints(g, 0), axis=0) if depth == 1 else rows
         for rows, depth in zip(first_rows, depths, strict=True)
     ]
     dtypes = [onnx_dtype(var.type.dtype) for var in tap_outs + op.inner_nitsot_outs(inner_out)]
     results = loop(
         g,
         steps,
-        [*mit_mot, *windows, *untraced, *([_int(g, 0)] if info.as_while else [])],
+        [*mit_mot, *windows, *untraced, *([ints(g, 0)] if info.as_while else [])],
         step,
         "scan",
         condition=constant(g, True, "bool") if info.as_while else None,
@@ -153,7 +149,7 @@ def scan(g, node, n_steps, *outer):
     outputs = list(final_mit_mot)
     for buffer, rows, new in zip(buffers, first_rows, stacked, strict=False):
         # Reshaped: ONNX Runtime gives a Loop that ran no step scan outputs of shape (0,).
-        shape = g.Concat(g.Reshape(done, _int(g, [1])), g.Shape(rows, start=1), axis=0)
+        shape = g.Concat(g.Reshape(done, ints(g, [1])), g.Shape(rows, start=1), axis=0)
         new = g.Reshape(new, shape, allowzero=1)
         outputs.append(_settle(g, buffer, g.Concat(rows, new, axis=0), done, steps))
     sizes = op.outer_nitsot(outer)
@@ -166,13 +162,13 @@ def scan(g, node, n_steps, *outer):
 
 def _first_rows(g, buffer, depth: int):
     """The `depth` rows of initial state at the start of `buffer`."""
-    return g.Slice(buffer, _int(g, [0]), _int(g, [depth]), _int(g, [0]))
+    return g.Slice(buffer, ints(g, [0]), ints(g, [depth]), ints(g, [0]))
 
 
 def _shift(g, window, row):
     """`window` without its oldest row, `row` after its newest."""
-    rest = g.Slice(window, _int(g, [1]), _int(g, [INT64_MAX]), _int(g, [0]))
-    return g.Concat(rest, g.Unsqueeze(row, _int(g, [0])), axis=0)
+    rest = g.Slice(window, ints(g, [1]), ints(g, [INT64_MAX]), ints(g, [0]))
+    return g.Concat(rest, g.Unsqueeze(row, ints(g, [0])), axis=0)
 
 
 def _settle(g, buffer, sequence, done, steps):
@@ -181,14 +177,14 @@ def _settle(g, buffer, sequence, done, steps):
     after them, shortened by the steps not taken if a while loop stopped early."""
     length = _length(g, buffer)
     written = _length(g, sequence)
-    missing = g.Max(g.Sub(length, written), _int(g, 0))
-    pad_shape = g.Concat(g.Reshape(missing, _int(g, [1])), g.Shape(sequence, start=1), axis=0)
-    padded = g.Concat(sequence, g.Expand(g.CastLike(_int(g, 0), sequence), pad_shape), axis=0)
+    missing = g.Max(g.Sub(length, written), ints(g, 0))
+    pad_shape = g.Concat(g.Reshape(missing, ints(g, [1])), g.Shape(sequence, start=1), axis=0)
+    padded = g.Concat(sequence, g.Expand(g.CastLike(ints(g, 0), sequence), pad_shape), axis=0)
     wrapped = g.LessOrEqual(length, written)
-    begin = g.Max(g.Sub(written, length), _int(g, 0))
+    begin = g.Max(g.Sub(written, length), ints(g, 0))
     end = g.Where(wrapped, written, g.Sub(length, g.Sub(steps, done)))
     return g.Slice(
-        padded, g.Reshape(begin, _int(g, [1])), g.Reshape(end, _int(g, [1])), _int(g, [0])
+        padded, g.Reshape(begin, ints(g, [1])), g.Reshape(end, ints(g, [1])), ints(g, [0])
     )
 
 
@@ -219,11 +215,11 @@ def _shapes_from_outside(g, loop_node, sources):
 
 def _settle_stacked(g, rows, size, done, steps, var):
     """A nit_sot output: its last `size` rows (all of them, then zeros, if fewer were made)."""
-    start = g.Max(g.Sub(done, size), _int(g, 0))
+    start = g.Max(g.Sub(done, size), ints(g, 0))
     last = g.Slice(
-        rows, g.Reshape(start, _int(g, [1])), g.Reshape(done, _int(g, [1])), _int(g, [0])
+        rows, g.Reshape(start, ints(g, [1])), g.Reshape(done, ints(g, [1])), ints(g, [0])
     )
-    missing = g.Max(g.Sub(g.Sub(size, done), g.Sub(steps, done)), _int(g, 0))
-    pad_shape = g.Concat(g.Reshape(missing, _int(g, [1])), g.Shape(rows, start=1), axis=0)
-    padding = g.Expand(g.CastLike(_int(g, 0), rows), pad_shape)
+    missing = g.Max(g.Sub(g.Sub(size, done), g.Sub(steps, done)), ints(g, 0))
+    pad_shape = g.Concat(g.Reshape(missing, ints(g, [1])), g.Shape(rows, start=1), axis=0)
+    padding = g.Expand(g.CastLike(ints(g, 0), rows), pad_shape)
     return g.Concat(last, padding, axis=0)

@@ -9,7 +9,7 @@ LAPACK's 1-based int32 `ipiv`, as SciPy's gttrf returns them.
 
 import onnx_ir as ir
 
-from pt_onnxscript.ops.common import INT64_MIN, constant, loop, pad_zeros
+from pt_onnxscript.ops.common import INT64_MIN, constant, ints, loop, pad_zeros, range_to
 from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
 
@@ -25,17 +25,13 @@ except ImportError:  # PyTensor 2.38
     )
 
 
-def _int(g, value):
-    return constant(g, value, "int64")
-
-
 def _as(g, var, value, dtype: str):
     return value if var.type.dtype == dtype else g.Cast(value, to=onnx_dtype(dtype))
 
 
 def _length(g, x):
     """The length (0-d int64) of the last axis of x."""
-    return g.Squeeze(g.Shape(x, start=-1), _int(g, [0]))
+    return g.Squeeze(g.Shape(x, start=-1), ints(g, [0]))
 
 
 def _entry(g, x, i):
@@ -58,16 +54,16 @@ def lu_factor_tridiagonal(g, node, dl, d, du):
     dl, d, du = (_as(g, var, x, dtype) for var, x in zip(node.inputs, (dl, d, du), strict=True))
     rank = node.inputs[1].type.ndim
     n = _length(g, d)
-    steps = g.Max(g.Sub(n, _int(g, 1)), _int(g, 0))
+    steps = g.Max(g.Sub(n, ints(g, 1)), ints(g, 0))
     zero = constant(g, 0, dtype)
     # Reading d[i + 1] and du[i + 1] past the end gives zeros.
-    d_ahead = pad_zeros(g, d, -1, after=_int(g, [1]))
-    du_ahead = pad_zeros(g, du, -1, after=_int(g, [1]))
+    d_ahead = pad_zeros(g, d, -1, after=ints(g, [1]))
+    du_ahead = pad_zeros(g, du, -1, after=ints(g, [1]))
 
     def step(g, i, d_i, du_i):
         """`d_i`, `du_i`: d[i] and du[i] as the steps before changed them."""
         dl_i = _entry(g, dl, i)
-        after = g.Add(i, _int(g, 1))
+        after = g.Add(i, ints(g, 1))
         d_next, du_next = _entry(g, d_ahead, after), _entry(g, du_ahead, after)
         keep = g.GreaterOrEqual(g.Abs(d_i), g.Abs(dl_i))
         # No swap: fact = dl/d (nothing to do when d is 0, and then dl is 0 too).
@@ -87,35 +83,35 @@ def lu_factor_tridiagonal(g, node, dl, d, du):
             g.Add(i, g.Cast(g.Not(keep), to=ir.DataType.INT64)),  # the row step i used
         ]
 
-    first_du = _entry(g, du_ahead, _int(g, 0))
+    first_du = _entry(g, du_ahead, ints(g, 0))
     last_d, _, dl_out, d_out, du_out, du2, ipiv = loop(
         g,
         steps,
-        [_entry(g, d_ahead, _int(g, 0)), first_du],
+        [_entry(g, d_ahead, ints(g, 0)), first_du],
         step,
         "gttrf",
         stacked=[*[d.dtype] * 4, ir.DataType.INT64],
     )
     # An ONNX Runtime Loop that ran no step stacks to shape (0,): reshaped to (0, ...batch).
     batch = g.Shape(d, start=0, end=-1)
-    shape = g.Concat(g.Unsqueeze(steps, _int(g, [0])), batch, axis=0)
+    shape = g.Concat(g.Unsqueeze(steps, ints(g, [0])), batch, axis=0)
     dl_out, d_out, du_out, du2, ipiv = (
         _stacked_last(g, g.Reshape(x, shape, allowzero=1), rank)
         for x in (dl_out, d_out, du_out, du2, ipiv)
     )
-    first = _int(g, [0])
+    first = ints(g, [0])
     d_out = g.Slice(
-        g.Concat(d_out, g.Unsqueeze(last_d, _int(g, [-1])), axis=-1),
+        g.Concat(d_out, g.Unsqueeze(last_d, ints(g, [-1])), axis=-1),
         first,
         g.Unsqueeze(n, first),
-        _int(g, [-1]),
+        ints(g, [-1]),
     )
-    du2_size = g.Max(g.Sub(n, _int(g, 2)), _int(g, 0))
-    du2 = g.Slice(du2, first, g.Unsqueeze(du2_size, first), _int(g, [-1]))
+    du2_size = g.Max(g.Sub(n, ints(g, 2)), ints(g, 0))
+    du2 = g.Slice(du2, first, g.Unsqueeze(du2_size, first), ints(g, [-1]))
     # The last row swaps with nothing: ipiv[n - 1] = n (1-based).
-    last = g.Expand(g.Sub(n, _int(g, 1)), g.Concat(batch, _int(g, [1]), axis=0))
-    ipiv = g.Slice(g.Concat(ipiv, last, axis=-1), first, g.Unsqueeze(n, first), _int(g, [-1]))
-    ipiv = g.Cast(g.Add(ipiv, _int(g, 1)), to=ir.DataType.INT32)
+    last = g.Expand(g.Sub(n, ints(g, 1)), g.Concat(batch, ints(g, [1]), axis=0))
+    ipiv = g.Slice(g.Concat(ipiv, last, axis=-1), first, g.Unsqueeze(n, first), ints(g, [-1]))
+    ipiv = g.Cast(g.Add(ipiv, ints(g, 1)), to=ir.DataType.INT32)
     return [dl_out, d_out, du_out, du2, ipiv]
 
 
@@ -134,41 +130,35 @@ def solve_lu_factor_tridiagonal(g, node, dl, d, du, du2, ipiv, b):
     )
     b_rank = node.inputs[5].type.ndim
     if op.b_ndim == 1:
-        b = g.Unsqueeze(b, _int(g, [-1]))
+        b = g.Unsqueeze(b, ints(g, [-1]))
     # b's batch broadcast with the factors' (Expand broadcasts both ways), rows first.
-    b = g.Expand(b, g.Concat(g.Shape(d, start=0, end=-1), _int(g, [1, 1]), axis=0))
+    b = g.Expand(b, g.Concat(g.Shape(d, start=0, end=-1), ints(g, [1, 1]), axis=0))
     rank = max(b_rank + (1 if op.b_ndim == 1 else 0), node.inputs[1].type.ndim + 1)
     rows_first = [rank - 2, *range(rank - 2), rank - 1]
     b = g.Transpose(b, perm=rows_first)  # (n, ..., k)
     n = _length(g, d)
-    swapped = g.Not(
-        g.Equal(g.Sub(g.Cast(ipiv, to=ir.DataType.INT64), _int(g, 1)), _positions(g, n))
-    )
+    swapped = g.Not(g.Equal(g.Sub(g.Cast(ipiv, to=ir.DataType.INT64), ints(g, 1)), range_to(g, n)))
     if op.transposed:
         x = _lower_transposed(g, dl, swapped, _upper_transposed(g, d, du, du2, b, n), n)
     else:
         x = _upper(g, d, du, du2, _lower(g, dl, swapped, b, n), n)
     x = g.Transpose(x, perm=[*range(1, rank - 1), 0, rank - 1])
-    return g.Squeeze(x, _int(g, [-1])) if op.b_ndim == 1 else x
-
-
-def _positions(g, n):
-    return g.Range(_int(g, 0), n, _int(g, 1))
+    return g.Squeeze(x, ints(g, [-1])) if op.b_ndim == 1 else x
 
 
 def _column(g, x, i):
     """x[..., i] of the diagonals (...,), broadcast against rows (..., k)."""
-    return g.Unsqueeze(_entry(g, x, i), _int(g, [-1]))
+    return g.Unsqueeze(_entry(g, x, i), ints(g, [-1]))
 
 
 def _rows_out(g, stacked, last, steps):
     """Rows a Loop emitted (steps, ..., k), then `last`: (steps + 1, ..., k)."""
-    shape = g.Concat(g.Unsqueeze(steps, _int(g, [0])), g.Shape(last), axis=0)
-    return g.Concat(g.Reshape(stacked, shape, allowzero=1), g.Unsqueeze(last, _int(g, [0])), axis=0)
+    shape = g.Concat(g.Unsqueeze(steps, ints(g, [0])), g.Shape(last), axis=0)
+    return g.Concat(g.Reshape(stacked, shape, allowzero=1), g.Unsqueeze(last, ints(g, [0])), axis=0)
 
 
 def _steps(g, n):
-    return g.Max(g.Sub(n, _int(g, 1)), _int(g, 0))
+    return g.Max(g.Sub(n, ints(g, 1)), ints(g, 0))
 
 
 def _lower(g, dl, swapped, b, n):
@@ -178,56 +168,56 @@ def _lower(g, dl, swapped, b, n):
     ahead = _pad_rows(g, b)
 
     def step(g, i, current):
-        after = g.Gather(ahead, g.Add(i, _int(g, 1)), axis=0)
+        after = g.Gather(ahead, g.Add(i, ints(g, 1)), axis=0)
         swap, factor = _column(g, swapped, i), _column(g, dl, i)
         top = g.Where(swap, after, current)
         bottom = g.Where(swap, current, after)
         return [g.Sub(bottom, g.Mul(factor, top)), top]
 
     last, rows = loop(
-        g, steps, [g.Gather(ahead, _int(g, 0), axis=0)], step, "gttrs_l", stacked=[b.dtype]
+        g, steps, [g.Gather(ahead, ints(g, 0), axis=0)], step, "gttrs_l", stacked=[b.dtype]
     )
     return _slice_rows(g, _rows_out(g, rows, last, steps), n)
 
 
 def _pad_rows(g, b):
     """b (n, ..., k) with one zero row after it (so row n - 1 + 1 reads as zeros; n = 0 too)."""
-    zeros = g.Expand(g.CastLike(_int(g, 0), b), g.Concat(_int(g, [1]), g.Shape(b, start=1), axis=0))
+    zeros = g.Expand(g.CastLike(ints(g, 0), b), g.Concat(ints(g, [1]), g.Shape(b, start=1), axis=0))
     return g.Concat(b, zeros, axis=0)
 
 
 def _slice_rows(g, x, n):
-    return g.Slice(x, _int(g, [0]), g.Unsqueeze(n, _int(g, [0])), _int(g, [0]))
+    return g.Slice(x, ints(g, [0]), g.Unsqueeze(n, ints(g, [0])), ints(g, [0]))
 
 
 def _upper(g, d, du, du2, y, n):
     """U x = y backward: x[i] = (y[i] - du[i] x[i + 1] - du2[i] x[i + 2]) / d[i], the entries
     past the ends zeros (so the last two rows read no x that is not there)."""
-    du = pad_zeros(g, du, -1, after=_int(g, [1]))
-    du2 = pad_zeros(g, du2, -1, after=_int(g, [2]))
+    du = pad_zeros(g, du, -1, after=ints(g, [1]))
+    du2 = pad_zeros(g, du2, -1, after=ints(g, [2]))
     zero_row = g.Gather(_pad_rows(g, y), n, axis=0)
 
     def step(g, k, next1, next2):
-        i = g.Sub(g.Sub(n, _int(g, 1)), k)
+        i = g.Sub(g.Sub(n, ints(g, 1)), k)
         row = g.Gather(y, i, axis=0)
         rest = g.Sub(g.Sub(row, g.Mul(_column(g, du, i), next1)), g.Mul(_column(g, du2, i), next2))
         x_i = g.Div(rest, _column(g, d, i))
         return [x_i, next1, x_i]
 
     _, _, rows = loop(g, n, [zero_row, zero_row], step, "gttrs_u", stacked=[y.dtype])
-    shape = g.Concat(g.Unsqueeze(n, _int(g, [0])), g.Shape(zero_row), axis=0)
+    shape = g.Concat(g.Unsqueeze(n, ints(g, [0])), g.Shape(zero_row), axis=0)
     return _flip_rows(g, g.Reshape(rows, shape, allowzero=1))
 
 
 def _flip_rows(g, x):
-    return g.Slice(x, _int(g, [-1]), _int(g, [INT64_MIN]), _int(g, [0]), _int(g, [-1]))
+    return g.Slice(x, ints(g, [-1]), ints(g, [INT64_MIN]), ints(g, [0]), ints(g, [-1]))
 
 
 def _upper_transposed(g, d, du, du2, b, n):
     """U^T z = b forward: z[i] = (b[i] - du[i - 1] z[i - 1] - du2[i - 2] z[i - 2]) / d[i], the
     entries before the start zeros."""
-    du = pad_zeros(g, du, -1, before=_int(g, [1]))
-    du2 = pad_zeros(g, du2, -1, before=_int(g, [2]))
+    du = pad_zeros(g, du, -1, before=ints(g, [1]))
+    du2 = pad_zeros(g, du2, -1, before=ints(g, [2]))
     zero_row = g.Gather(_pad_rows(g, b), n, axis=0)
 
     def step(g, i, previous1, previous2):
@@ -239,7 +229,7 @@ def _upper_transposed(g, d, du, du2, b, n):
         return [z_i, previous1, z_i]
 
     _, _, rows = loop(g, n, [zero_row, zero_row], step, "gttrs_ut", stacked=[b.dtype])
-    shape = g.Concat(g.Unsqueeze(n, _int(g, [0])), g.Shape(zero_row), axis=0)
+    shape = g.Concat(g.Unsqueeze(n, ints(g, [0])), g.Shape(zero_row), axis=0)
     return g.Reshape(rows, shape, allowzero=1)
 
 
@@ -250,12 +240,12 @@ def _lower_transposed(g, dl, swapped, z, n):
     steps = _steps(g, n)
 
     def step(g, k, current):
-        i = g.Sub(g.Sub(n, _int(g, 2)), k)
+        i = g.Sub(g.Sub(n, ints(g, 2)), k)
         row, swap, factor = g.Gather(z, i, axis=0), _column(g, swapped, i), _column(g, dl, i)
         reduced = g.Sub(row, g.Mul(factor, current))
         return [g.Where(swap, current, reduced), g.Where(swap, reduced, current)]
 
-    last_row = g.Gather(_pad_rows(g, z), g.Max(g.Sub(n, _int(g, 1)), _int(g, 0)), axis=0)
+    last_row = g.Gather(_pad_rows(g, z), g.Max(g.Sub(n, ints(g, 1)), ints(g, 0)), axis=0)
     first, rows = loop(g, steps, [last_row], step, "gttrs_lt", stacked=[z.dtype])
     # Rows emitted from n - 1 down to 1, then row 0.
     x = _rows_out(g, rows, first, steps)
