@@ -491,6 +491,42 @@ def test_multivariate_normal_by_each_factor_method(method):
         assert np.isnan(negative).all()
 
 
+@pytest.mark.parametrize(
+    ("mean_shape", "cov_shape"), [((3,), (3, 3)), ((4, 3), (3, 3)), ((3,), (2, 3, 3))]
+)
+def test_multivariate_normal_of_parameters_of_symbolic_shape(mean_shape, cov_shape):
+    """The draws' shape is the parameters' batch dims broadcast, then the mean's last dim (a
+    vector mean gave draws of shape (1, 0, 3) in mode "ONNX"), and the draws are those of the
+    same parameters of static shapes."""
+    values = [
+        np.arange(np.prod(mean_shape), dtype=float).reshape(mean_shape),
+        np.broadcast_to(np.diag([2.0, 1.0, 0.5]), cov_shape).copy(),
+    ]
+    results = []
+    for shapes in ([(None,) * len(mean_shape), (None,) * len(cov_shape)], [mean_shape, cov_shape]):
+        mean, cov = (pt.tensor(name, shape=shape) for name, shape in zip(["mean", "cov"], shapes))
+        rng = pytensor.shared(np.random.default_rng(3))
+        f = pytensor.function([mean, cov], R.multivariate_normal(mean, cov, rng=rng), mode="ONNX")
+        results.append(f(*values))
+    assert results[0].shape == np.broadcast_shapes(mean_shape[:-1], cov_shape[:-2]) + (3,)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_integers_between_bounds_of_symbolic_shape():
+    """Bounds only known at run time (ONNX Runtime's Where has no uint64 kernel: the guard
+    against an empty range failed to run)."""
+    high = pt.lvector("high")
+    rng = pytensor.shared(np.random.default_rng(4))
+    f = pytensor.function([high], R.integers(0, high, size=(N, 2), rng=rng), mode="ONNX")
+    values = f(np.array([3, 1000]))
+    assert values.dtype == "int64" and values.shape == (N, 2)
+    assert sorted(set(values[:, 0].tolist())) == [0, 1, 2]
+    assert values[:, 1].min() >= 0 and values[:, 1].max() < 1000
+    assert st.chisquare(np.bincount(values[:, 0])).pvalue > P_MIN
+    with pytest.raises(ValueError, match="low >= high"):
+        f(np.array([3, 0]))
+
+
 def test_multivariate_normal_of_a_matrix_that_is_not_positive_definite_raises():
     cov = np.array([[1.0, 2.0], [2.0, 1.0]])
     with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):

@@ -1029,7 +1029,8 @@ def integers(g, node, rng, size, low, high):
     s = Stream(g, rng, shape)
     width = g.Sub(g.Cast(high, to=U64), g.Cast(low, to=U64))
     empty = g.GreaterOrEqual(low, high)
-    width = g.Where(empty, _u64(g, 1), width)  # no division by zero before the check raises
+    # No division by zero before the check raises (ONNX Runtime's Where has no uint64 kernel).
+    width = where(g, empty, _u64(g, 1), width, "uint64")
     threshold = g.Mod(g.Sub(_u64(g, 0), width), width)
 
     def attempt(g, r, s, width, threshold):
@@ -1120,15 +1121,14 @@ def _covariance_factor(g, node, cov):
 def multivariate_normal(g, node, rng, size, mean, cov):
     """mean + A z, A A^T = cov (by the node's method) and z standard normal (NumPy's way)."""
     mean, cov = _float(g, node.inputs[2], mean), _float(g, node.inputs[3], cov)
+    zero = _f64(g, 0.0)
     shape = _support_shape(
         g,
         node,
         size,
+        # The batch dims of mean and cov broadcast: those of zeros of each one's batch shape.
         lambda: g.Shape(
-            g.Add(
-                g.Unsqueeze(g.Shape(mean, end=-1), ints(g, [0])),
-                g.Mul(g.Shape(cov, end=-2), ints(g, 0)),
-            )
+            g.Add(g.Expand(zero, g.Shape(mean, end=-1)), g.Expand(zero, g.Shape(cov, end=-2)))
         ),
         g.Shape(mean, start=-1),
     )
