@@ -6,6 +6,9 @@
   in float32.
 - ``Cast(..., to=...)`` names its dtype (``to=DOUBLE.dtype``, ``to=ir.DataType.INT64``), never
   a bare ONNX code such as ``to=11``.
+- A parameter's type has a shape: ``DOUBLE[...]``. A bare ``DOUBLE`` declares a scalar, and
+  inlining gives the argument that shape: the values computed from a cast to float16 were
+  0-d to ONNX's inference, and a sum over them failed in mode "ONNX".
 """
 
 import ast
@@ -52,6 +55,25 @@ def _integer_casts(tree: ast.AST) -> list[str]:
     return found
 
 
+# onnxscript's tensor types (a TypeVar such as TFloat has no shape, and is a tensor of any).
+TENSOR_TYPES = {
+    "BOOL",
+    "DOUBLE",
+    "FLOAT",
+    "FLOAT16",
+    "BFLOAT16",
+    *(f"{sign}INT{bits}" for sign in ("", "U") for bits in (8, 16, 32, 64)),
+}
+
+
+def _scalar_parameters(function: ast.FunctionDef) -> list[str]:
+    return [
+        f"line {arg.lineno}: {arg.arg}: {arg.annotation.id}"
+        for arg in function.args.args
+        if isinstance(arg.annotation, ast.Name) and arg.annotation.id in TENSOR_TYPES
+    ]
+
+
 def test_the_rules_see_scripted_functions():
     count = sum(len(_scripted_functions(path)) for path in MODULES)
     assert count > 50
@@ -76,9 +98,19 @@ def test_casts_name_their_dtype(path):
     assert not found, "casts to a bare ONNX dtype code; name the dtype:\n" + "\n".join(found)
 
 
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_parameters_have_a_shape(path):
+    found = [
+        f"{function.name}, {where}"
+        for function in _scripted_functions(path)
+        for where in _scalar_parameters(function)
+    ]
+    assert not found, "parameters typed as scalars; write DOUBLE[...]:\n" + "\n".join(found)
+
+
 def test_the_rules_catch_what_they_forbid():
     source = (
-        "@script()\ndef f(x: DOUBLE[...]) -> DOUBLE[...]:\n"
+        "@script()\ndef f(x: DOUBLE[...], y: DOUBLE, z: TFloat) -> DOUBLE[...]:\n"
         "    return op18.Cast(x * op18.CastLike(0.1, x), to=11)\n"
     )
     tree = ast.parse(source)
@@ -86,3 +118,4 @@ def test_the_rules_catch_what_they_forbid():
     assert _is_script(function)
     assert _inexact_literals(function) == ["line 3: 0.1"]
     assert _integer_casts(tree) == ["line 3: to=11"]
+    assert _scalar_parameters(function) == ["line 2: y: DOUBLE"]

@@ -378,7 +378,7 @@ def scalar_identity(g, node, x):
 
 
 @script()
-def float64_to_float16(x: DOUBLE) -> FLOAT16:
+def float64_to_float16(x: DOUBLE[...]) -> FLOAT16[...]:
     """Cast float64 -> float16 rounded once, as NumPy does (ORT rounds twice, via float32)."""
     one = op18.CastLike(1.0, x)
     two = op18.CastLike(2.0, x)
