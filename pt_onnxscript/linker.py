@@ -165,11 +165,14 @@ class _Runner:
     (every shared variable an input of unknown shape) runs."""
 
     def __init__(self, linker: ONNXLinker, fgraph, storage_map):
+        from pt_onnxscript.types import io_type
+
         self.linker, self.fgraph = linker, fgraph
         self.inputs = linker.create_thunk_inputs(storage_map)
         self.outputs = [storage_map[var] for var in fgraph.outputs]
         self.updated = set(getattr(fgraph, "update_mapping", {}).values())
         self.states = [i for i, var in enumerate(fgraph.outputs) if is_random_state(var)]
+        self.ranks = [len(io_type(var)[1]) for var in fgraph.outputs]
         self.respecialised = 0
         self.current = linker._specialise(fgraph, self.updated, self.inputs)
 
@@ -197,10 +200,28 @@ class _Runner:
             results = current.run(feeds, None)
         except Exception as err:  # noqa: BLE001  (a check's own exception, or explained)
             raise_check(err, current.checks, current.model, feeds)
+        for value, rank in zip(results, self.ranks):
+            if value.ndim != rank:
+                raise ExecutionError(_wrong_rank(current.model, results, self.ranks))
         for i in self.states:
             results[i] = generator_from_state(results[i])
         for cell, value in zip(self.outputs, results):
             cell[0] = value
+
+
+def _wrong_rank(model: ir.Model, results, ranks) -> str:
+    """What went wrong when ONNX Runtime returned arrays of other ranks than PyTensor's."""
+    wrong = [
+        f"{value.name}: rank {result.ndim} {result.shape}, PyTensor's rank {rank}"
+        for value, result, rank in zip(model.graph.outputs, results, ranks)
+        if result.ndim != rank
+    ]
+    return (
+        "ONNX Runtime returned outputs of other ranks than PyTensor's ("
+        + "; ".join(wrong)
+        + "): a bug in a translation, please report it with the model "
+        "(pt_onnxscript.export_onnx(function, path))."
+    )
 
 
 def _converted(value, dtype: np.dtype | None):

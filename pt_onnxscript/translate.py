@@ -633,11 +633,31 @@ def _source_line(node: Apply) -> str | None:
 
 
 def _set_output_type(value: ir.Value, var: Variable) -> None:
+    """Give graph output `value` the dtype and static dims PyTensor gives `var`, and the dims
+    ONNX's inference found where PyTensor's are unknown. A rank or size that contradicts
+    PyTensor's is a translation's bug, raised here: mode "ONNX" runs no full check, and would
+    return arrays of the wrong shape."""
     dtype, static = io_type(var)
-    value.type = ir.TensorType(onnx_dtype(dtype))
     inferred = value.shape
-    if inferred is not None and len(inferred) == len(static):
+    if inferred is not None:
+        contradicts = len(inferred) != len(static) or any(
+            isinstance(d, int) and s is not None and d != s
+            for s, d in zip(static, inferred.dims, strict=True)
+        )
+        if contradicts:
+            raise TranslationError(
+                f"The translation of {var} gives an ONNX value of shape {_dims(inferred.dims)} "
+                f"where PyTensor's is {_dims(static)}: a bug in a translation, please report it "
+                f"with the graph"
+            )
         dims = [s if s is not None else d for s, d in zip(static, inferred.dims, strict=True)]
     else:
-        dims = [s for s in static]
+        dims = list(static)
+    value.type = ir.TensorType(onnx_dtype(dtype))
     value.shape = ir.Shape(dims)
+
+
+def _dims(dims) -> str:
+    """Dims as users read them: sizes, dim names, and ? where unknown."""
+    names = [str(d) if isinstance(d, int) else getattr(d, "value", None) or "?" for d in dims]
+    return f"({', '.join(names)})"

@@ -114,3 +114,39 @@ def test_a_second_registration_is_an_error_unless_it_replaces():
 
     x = pt.vector("x", dtype="float64")
     compare_onnx_and_py([x], _Cube()(x), [np.array([-2.0, 0.0, 3.0])])
+
+
+class _WrongRank(_Square):
+    """A translation with a bug: its result has one dim more than PyTensor's."""
+
+
+class _WrongRankUnknown(_Square):
+    """The same bug where ONNX's inference cannot see it (the result's shape unknown)."""
+
+
+@register(_WrongRank)
+def _wrong_rank(g, node, x):
+    return g.Unsqueeze(x, g.Constant(value_ints=[0]))
+
+
+@register(_WrongRankUnknown)
+def _wrong_rank_unknown(g, node, x):
+    result = g.Unsqueeze(x, g.Constant(value_ints=[0]))
+    result.shape = None
+    return result
+
+
+def test_a_translation_giving_the_wrong_rank_is_an_error_never_a_wrong_shape():
+    """An output whose inferred shape contradicts PyTensor's fails the export (and mode
+    "ONNX"'s compilation); one that inference cannot see fails mode "ONNX"'s call, naming the
+    output, instead of returning an array of the wrong rank."""
+    from pt_onnxscript import ExecutionError, TranslationError
+
+    x = pt.vector("x", dtype="float64")
+    with pytest.raises(TranslationError, match=r"shape \(1, x_dim0\).*PyTensor's is \(\?\)"):
+        export_onnx(([x], _WrongRank()(x)), None)
+    with pytest.raises(TranslationError, match="a bug in a translation"):
+        pytensor.function([x], _WrongRank()(x), mode="ONNX")
+    fn = pytensor.function([x], _WrongRankUnknown()(x), mode="ONNX")
+    with pytest.raises(ExecutionError, match=r"rank 2 \(1, 3\), PyTensor's rank 1"):
+        fn(np.ones(3))
