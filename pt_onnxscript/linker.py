@@ -23,7 +23,7 @@ from pytensor.link.basic import JITLinker
 from pytensor.link.utils import raise_with_op
 from pytensor.tensor.type import TensorType
 
-from pt_onnxscript.errors import ExecutionError
+from pt_onnxscript.errors import ExecutionError, TranslationError
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, newest_opset  # noqa: F401
 from pt_onnxscript.rng import generator_from_state, is_random_state, state_from_generator
 
@@ -132,7 +132,7 @@ class ONNXLinker(JITLinker):
         )
         checks = model_checks(model)
         with raising_checks(checks, model):
-            run = session_runner(model, self.providers, self.threads)
+            run = session_runner(model, self.providers, self.threads, check=True)
         cell_of = dict(zip(fgraph.inputs, cells))
         fed = [var for var in fgraph.inputs if var not in baked]
         return _Specialised(
@@ -335,6 +335,8 @@ def raising_checks(checks: dict[str, tuple[type[Exception], str]], model: ir.Mod
     others into an ExecutionError on `model`."""
     try:
         yield
+    except TranslationError:
+        raise  # the full check's: already explained
     except Exception as err:  # noqa: BLE001  (a check's own exception, or explained)
         raise_check(err, checks, model)
 
@@ -351,11 +353,15 @@ def tensor_bytes(model: ir.Model) -> int:
 
 
 def inference_session(
-    model: ir.Model, providers=("CPUExecutionProvider",), threads: int | None = None
+    model: ir.Model,
+    providers=("CPUExecutionProvider",),
+    threads: int | None = None,
+    check: bool = False,
 ):
     """An ONNX Runtime session for `model` (through a temporary file with external data
     when its tensors pass 2 GB), running each node on `threads` threads (None: ONNX Runtime's
-    default, one per core)."""
+    default, one per core); with `check`, after ONNX's full check of the model, as
+    export_onnx's (see full_check)."""
     import onnx_ir as ir
     import onnxruntime as ort
 
@@ -365,23 +371,48 @@ def inference_session(
         options.intra_op_num_threads = threads
     if tensor_bytes(model) <= EXTERNAL_DATA_BYTES:
         proto = ir.serde.serialize_model(model)
+        if check:
+            full_check(proto)
         return ort.InferenceSession(
             proto.SerializeToString(), sess_options=options, providers=list(providers)
         )
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.onnx")
         ir.save(model, path, external_data="model.onnx.data")
+        if check:
+            full_check(path)
         return ort.InferenceSession(path, sess_options=options, providers=list(providers))
 
 
+def full_check(model) -> None:
+    """ONNX's full check (the checker and strict shape inference) of mode "ONNX"'s model, a
+    ModelProto or a file: values whose shapes contradict each other are a translation's bug
+    (a scripted function typed a vector as a scalar, say) that ONNX Runtime may run and
+    answer wrongly."""
+    import onnx
+
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as err:
+        raise TranslationError(
+            f'The model of mode "ONNX" fails ONNX\'s full check: a bug in a translation, '
+            f"unless the shared variables' values do not fit the graph (PyTensor's own modes "
+            f"fail on them too). Please report it with the graph "
+            f"(pt_onnxscript.export_onnx(function, path)). {type(err).__name__}: {err}"
+        ) from err
+
+
 def session_runner(
-    model: ir.Model, providers=("CPUExecutionProvider",), threads: int | None = None
+    model: ir.Model,
+    providers=("CPUExecutionProvider",),
+    threads: int | None = None,
+    check: bool = False,
 ) -> Callable:
     """``run(feeds, run_options) -> results`` on a new session for `model` (see
     inference_session), for feeds named as the model's inputs: ONNX Runtime's own binding,
     without InferenceSession.run's Python checks of the feeds' names and its retry on
     another execution provider (a failure is raised): ~3 us of a call."""
-    session = inference_session(model, providers, threads)
+    session = inference_session(model, providers, threads, check)
     return partial(session._sess.run, [value.name for value in model.graph.outputs])
 
 

@@ -131,15 +131,15 @@ def _wrong_rank(g, node, x):
 
 @register(_WrongRankUnknown)
 def _wrong_rank_unknown(g, node, x):
-    result = g.Unsqueeze(x, g.Constant(value_ints=[0]))
-    result.shape = None
-    return result
+    zero = g.Sub(g.Size(x), g.Size(x))  # [0] at run time, unknown to inference
+    return g.Unsqueeze(x, g.Reshape(zero, g.Constant(value_ints=[1])))
 
 
 def test_a_translation_giving_the_wrong_rank_is_an_error_never_a_wrong_shape():
     """An output whose inferred shape contradicts PyTensor's fails the export (and mode
-    "ONNX"'s compilation); one that inference cannot see fails mode "ONNX"'s call, naming the
-    output, instead of returning an array of the wrong rank."""
+    "ONNX"'s compilation); one that ONNX's inference cannot see (Unsqueeze's axes computed)
+    fails mode "ONNX"'s call, naming the output, instead of returning an array of the wrong
+    rank."""
     from pt_onnxscript import ExecutionError, TranslationError
 
     x = pt.vector("x", dtype="float64")
@@ -150,3 +150,28 @@ def test_a_translation_giving_the_wrong_rank_is_an_error_never_a_wrong_shape():
     fn = pytensor.function([x], _WrongRankUnknown()(x), mode="ONNX")
     with pytest.raises(ExecutionError, match=r"rank 2 \(1, 3\), PyTensor's rank 1"):
         fn(np.ones(3))
+
+
+class _InconsistentInside(_Square):
+    """A translation with a bug ONNX Runtime does not see: a vector typed as a scalar."""
+
+
+@register(_InconsistentInside)
+def _inconsistent_inside(g, node, x):
+    import onnx_ir as ir
+
+    y = g.Neg(x)
+    y.shape = ir.Shape([])
+    return g.Add(g.Neg(y), x)
+
+
+def test_mode_onnx_runs_the_full_check_as_export_does():
+    """Values whose shapes contradict each other inside the model fail mode "ONNX"'s
+    compilation, as they fail export_onnx, instead of running on whatever ONNX Runtime does."""
+    from pt_onnxscript import TranslationError, onnx_mode
+
+    x = pt.vector("x", dtype="float64")
+    with pytest.raises(TranslationError, match="full check"):
+        export_onnx(([x], _InconsistentInside()(x)), None, optimize=False)
+    with pytest.raises(TranslationError, match='mode "ONNX" fails ONNX\'s full check'):
+        pytensor.function([x], _InconsistentInside()(x), mode=onnx_mode(optimize=False))
