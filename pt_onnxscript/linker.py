@@ -232,7 +232,7 @@ def _converted(value, dtype: np.dtype | None):
 
 
 # Shared values of at most this many elements are baked into mode "ONNX"'s model (see
-# ONNXLinker.fgraph_convert), since each call compares their bytes with the baked ones: conv
+# _Runner), since each call compares their bytes with the baked ones: conv
 # kernels, biases and small dense layers, where ONNX Runtime gains most from constant weights
 # (the digits CNN runs 2x faster with its kernel pre-packed); a dense layer's pre-packed
 # MatMul gains less than comparing a large matrix costs.

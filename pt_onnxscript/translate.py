@@ -635,8 +635,8 @@ def _source_line(node: Apply) -> str | None:
 def _set_output_type(value: ir.Value, var: Variable) -> None:
     """Give graph output `value` the dtype and static dims PyTensor gives `var`, and the dims
     ONNX's inference found where PyTensor's are unknown. A rank or size that contradicts
-    PyTensor's is a translation's bug, raised here: mode "ONNX" runs no full check, and would
-    return arrays of the wrong shape."""
+    PyTensor's is a translation's bug, raised here: giving the output PyTensor's shape hid it
+    from ONNX's full check, and mode "ONNX" returned arrays of the wrong shape."""
     dtype, static = io_type(var)
     inferred = value.shape
     if inferred is not None:
