@@ -222,6 +222,34 @@ def test_identity(opset):
     compare_onnx_and_py(inputs, outs, [edge_values(d) for d in ALL], opset=opset)
 
 
+@pytest.mark.parametrize(
+    "dtype", ["float64", "float32", "float16", "int64", "int16", "int8", "uint8", "bool"]
+)
+def test_real_imag_and_angle_of_real_numbers(dtype):
+    """np.real, np.imag and np.angle of real numbers, bit for bit: imag is +0.0 whatever x is,
+    and angle is computed in the dtype NumPy picks (float16 for int8) before float64."""
+    x = pt.vector("x", dtype=dtype)
+    if np.dtype(dtype).kind == "f":
+        values = np.array([-1.5, 2.0, 0.0, -0.0, np.nan, np.inf, -np.inf], dtype=dtype)
+    elif dtype == "bool":
+        values = np.array([True, False])
+    else:
+        values = np.array([-3, 0, 5], dtype=dtype) if dtype[0] != "u" else np.array([0, 7], dtype)
+    _, results = compare_onnx_and_py([x], [pt.real(x), pt.imag(x), pt.angle(x)], [values])
+    reference = [np.real(values), np.imag(values), np.angle(values).astype("float64")]
+    for got, expected in zip(results, reference, strict=True):
+        np.testing.assert_array_equal(got, expected)
+        assert np.signbit(got).tolist() == np.signbit(expected).tolist()
+
+
+def test_a_vector_norm_along_an_axis(rng):
+    """PyTensor's norm of vectors along an axis takes the real part of |x|^2 (it was
+    unsupported: Elemwise(Real))."""
+    x = pt.tensor3("x")
+    outputs = [pt.linalg.norm(x, axis=-1), pt.linalg.norm(x, ord=1, axis=1)]
+    compare_onnx_and_py([x], outputs, [rng.normal(size=(2, 4, 3))])
+
+
 @pytest.mark.parametrize("dx, dy", [("float64", "int16"), ("bool", "float32"), ("uint64", "bool")])
 def test_second(dx, dy, opset):
     """Second gives y broadcast against x (in a Composite, as rewrites remove it elsewhere)."""

@@ -31,7 +31,7 @@ from onnxscript import opset18 as op18
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 
-from pt_onnxscript.ops.common import cast_inputs_to_output, where
+from pt_onnxscript.ops.common import cast_inputs_to_output, constant, where
 from pt_onnxscript.ops.scalar.constants import LN2
 from pt_onnxscript.opsets import at_least
 from pt_onnxscript.registry import lookup, register_scalar
@@ -375,6 +375,16 @@ def second(g, node, x, y):
 def scalar_identity(g, node, x):
     """Identity -> Identity."""
     return g.Identity(x)
+
+
+@register_scalar(ps.Real, ps.Imag)
+def real_or_imag(g, node, x):
+    """Real, Imag of a real number (ONNX Runtime has no complex dtypes): x itself, and zeros
+    of its dtype (+0.0 whatever x is, NaN included, as np.imag gives); PyTensor puts Real in
+    a vector norm along an axis."""
+    if isinstance(node.op, ps.Real):
+        return g.Identity(x)
+    return g.Expand(constant(g, 0, node.outputs[0].type.dtype), g.Shape(x))
 
 
 @script()

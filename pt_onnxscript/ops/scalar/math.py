@@ -612,6 +612,23 @@ def arctan2_(g, node, y, x):
     return _as_output(g, node, inline(g, arctan2, y, x), dtype)
 
 
+@register_scalar(ps.Angle)
+def angle(g, node, x):
+    """Angle of a real number (ONNX Runtime has no complex dtypes): np.angle's atan2(0, x),
+    0 for x >= +0.0, pi for x < 0 and -0.0, NaN for NaN, in the dtype NumPy computes it in
+    (float32 for float32 and int16, float16 for float16, int8 and bool: pi is then rounded
+    to it) before PyTensor's float64."""
+    in_dtype = node.inputs[0].type.dtype
+    numpy_dtype = np.arctan2(np.zeros(1, in_dtype), np.zeros(1, in_dtype)).dtype.name
+    dtype = "float32" if numpy_dtype == "float16" else numpy_dtype
+    if in_dtype != dtype:
+        x = g.Cast(x, to=onnx_dtype(dtype))
+    value = inline(g, arctan2, constant(g, 0.0, dtype), x)
+    if numpy_dtype != dtype:
+        value = g.Cast(value, to=onnx_dtype(numpy_dtype))
+    return _as_output(g, node, value, numpy_dtype)
+
+
 _ARC = {ps.ArcSin: "Asin", ps.ArcCos: "Acos", ps.ArcTan: "Atan"}
 
 
