@@ -159,3 +159,31 @@ def test_uint64_max_min_argmax_over_the_whole_range(axis):
         ],
         [value],
     )
+
+
+@pytest.mark.parametrize("axis", [(1,), (0,), (0, 1), None])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+def test_product_without_zeros(axis, dtype):
+    """ProdWithoutZeros (the gradient of prod where an input may be 0): the product of the
+    nonzero elements, and where a slice has none, the last zero PyTensor's MulWithoutZeros
+    keeps (-0.0 included); an empty slice gives 0."""
+    from pytensor.tensor.math import ProdWithoutZeros
+
+    x = pt.matrix("x", dtype=dtype)
+    rows = [[0, 0, 0], [0, 5, 0], [3, 0, 2], [2, 4, 1.5], [-0.0, 0, -0.0], [0, -0.0, 0]]
+    if dtype != "int64":
+        rows.append([np.nan, 0, 1])
+    values = np.array(rows).astype(dtype)
+    _, (got,) = compare_onnx_and_py([x], [ProdWithoutZeros(axis=axis)(x)], [values])
+    if axis == (1,):
+        if dtype != "int64":
+            assert np.signbit(got).tolist()[4:6] == [True, False]
+        compare_onnx_and_py([x], [ProdWithoutZeros(axis=axis)(x)], [np.zeros((2, 0), dtype)])
+
+
+def test_the_gradient_of_a_product_with_zeros(rng):
+    x = pt.matrix("x")
+    grad = pytensor.grad(pt.prod(x, axis=1).sum(), x)
+    values = np.array([[1.0, 2.0, 3.0], [0.0, 2.0, 3.0], [0.0, 0.0, 3.0], [0.0, 0.0, 0.0]])
+    compare_onnx_and_py([x], grad, [values])
+    compare_onnx_and_py([x], pytensor.grad(pt.prod(x), x), [rng.normal(size=(3, 2))])

@@ -4,9 +4,9 @@ import numpy as np
 import onnx_ir as ir
 import pytensor.scalar.basic as ps
 from pytensor.tensor.elemwise import CAReduce
-from pytensor.tensor.math import Argmax, Dot, ProdWithoutZeros
+from pytensor.tensor.math import Argmax, Dot, MulWithoutZeros, ProdWithoutZeros
 
-from pt_onnxscript.ops.common import ints, loop, out_dtype, raise_if
+from pt_onnxscript.ops.common import ints, loop, out_dtype, raise_if, where
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.runtime_gaps import has_kernel, kernel_dtype
 from pt_onnxscript.types import onnx_dtype
@@ -14,6 +14,7 @@ from pt_onnxscript.types import onnx_dtype
 REDUCTIONS = {
     ps.Add: "ReduceSum",
     ps.Mul: "ReduceProd",
+    MulWithoutZeros: "ReduceProd",
     ps.ScalarMaximum: "ReduceMax",
     ps.ScalarMinimum: "ReduceMin",
     ps.AND: "ReduceMin",
@@ -49,6 +50,7 @@ def careduce(g, node, x):
         acc = _modular(acc)
     elif acc != "uint64":  # uint64 is mapped to int64 in order below
         acc = kernel_dtype(name, acc)
+    given = x
     if isinstance(node.op, ProdWithoutZeros):
         x = g.Where(g.Equal(x, g.CastLike(0, x)), g.CastLike(1, x), x)
     if in_dtype != acc:
@@ -71,7 +73,24 @@ def careduce(g, node, x):
         result = _raise_if_empty(g, node, x, axes, result, _no_identity(name))
     if acc != node.outputs[0].type.dtype:
         result = g.Cast(result, to=out_dtype(node))
+    if isinstance(node.op, ProdWithoutZeros):
+        result = _where_all_zero(g, node, given, axes, ndim, result)
     return result
+
+
+def _where_all_zero(g, node, x, axes, ndim, result):
+    """ProdWithoutZeros's `result` (the product of the nonzero elements), or where a reduced
+    slice of `x` holds only zeros, what PyTensor's MulWithoutZeros(a, b) (b if a is 0, a if b
+    is 0) leaves: the slice's last zero, -0.0 included; 0 for an empty slice."""
+    dtype = node.outputs[0].type.dtype
+    rows = _reduced_last(g, x, axes, ndim)
+    zero = g.Expand(g.CastLike(0, rows), g.Concat(g.Shape(rows, end=-1), ints(g, [1]), axis=0))
+    last = g.Gather(g.Concat(zero, rows, axis=-1), ints(g, -1), axis=-1)
+    if node.inputs[0].type.dtype != dtype:
+        last = g.Cast(last, to=onnx_dtype(dtype))
+    nonzero = g.Not(g.Equal(rows, g.CastLike(0, rows)))
+    some = g.ReduceMax(g.Cast(nonzero, to=ir.DataType.UINT8), ints(g, [-1]), keepdims=0)
+    return where(g, g.Cast(some, to=ir.DataType.BOOL), result, last, dtype)
 
 
 def _nan_flags(g, x, axes):
