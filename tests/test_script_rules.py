@@ -74,6 +74,15 @@ def _scalar_parameters(function: ast.FunctionDef) -> list[str]:
     ]
 
 
+def _in_scripted_functions(path: Path, find) -> list[str]:
+    """What `find` reports in each scripted function of `path`, named by function."""
+    return [
+        f"{function.name}, {where}"
+        for function in _scripted_functions(path)
+        for where in find(function)
+    ]
+
+
 def test_the_rules_see_scripted_functions():
     count = sum(len(_scripted_functions(path)) for path in MODULES)
     assert count > 50
@@ -81,11 +90,7 @@ def test_the_rules_see_scripted_functions():
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_scripted_float_literals_are_exact_in_float32(path):
-    found = [
-        f"{function.name}, {where}"
-        for function in _scripted_functions(path)
-        for where in _inexact_literals(function)
-    ]
+    found = _in_scripted_functions(path, _inexact_literals)
     assert not found, (
         "float literals that float32 cannot hold (they would lose digits in float64 code); "
         "use a float64 NumPy constant:\n" + "\n".join(found)
@@ -100,11 +105,7 @@ def test_casts_name_their_dtype(path):
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_parameters_have_a_shape(path):
-    found = [
-        f"{function.name}, {where}"
-        for function in _scripted_functions(path)
-        for where in _scalar_parameters(function)
-    ]
+    found = _in_scripted_functions(path, _scalar_parameters)
     assert not found, "parameters typed as scalars; write DOUBLE[...]:\n" + "\n".join(found)
 
 
