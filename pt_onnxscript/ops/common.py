@@ -44,6 +44,14 @@ def range_to(g, n):
     return g.Range(ints(g, 0), n, ints(g, 1))
 
 
+def any_last(g, mask):
+    """Whether any of the last axis of bool `mask` is true (false when it is empty)."""
+    return g.Cast(
+        g.ReduceMax(g.Cast(mask, to=ir.DataType.UINT8), ints(g, [-1]), keepdims=0),
+        to=ir.DataType.BOOL,
+    )
+
+
 def where(g, cond, a, b, dtype: str):
     """Where(cond, a, b) for values of PyTensor dtype `dtype`.
 

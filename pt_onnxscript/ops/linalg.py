@@ -17,6 +17,7 @@ import onnx_ir as ir
 from pt_onnxscript.ops.common import (
     INT64_MAX,
     INT64_MIN,
+    any_last,
     branch,
     constant,
     ints,
@@ -296,7 +297,9 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
     (padded,) = by_block_size(g, a, size, by_blocks, [onnx_dtype(dtype)], "cholesky")
     factor = _top_left(g, padded, n)
     pivots = _diagonal(g, factor, range_to(g, n))
-    return _nan_where(g, _any(g, g.Not(g.Greater(pivots, constant(g, 0, dtype)))), factor, dtype)
+    return _nan_where(
+        g, any_last(g, g.Not(g.Greater(pivots, constant(g, 0, dtype)))), factor, dtype
+    )
 
 
 def _cholesky_panels(g, a, n, dtype: str, rank: int, block: int, panel: int):
@@ -393,14 +396,6 @@ def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
             above = g.Expand(constant(g, 0, dtype), g.Concat(batch, ints(g, [s, block]), axis=0))
             done = g.Concat(done, g.Concat(above, columns, axis=-2), axis=-1)
     return done
-
-
-def _any(g, mask):
-    """Whether any of the last axis of bool `mask` is true (false when it is empty)."""
-    return g.Cast(
-        g.ReduceMax(g.Cast(mask, to=ir.DataType.UINT8), ints(g, [-1]), keepdims=0),
-        to=ir.DataType.BOOL,
-    )
 
 
 def _block_factor(g, a, rank: int, block: int):
@@ -887,7 +882,7 @@ def lu_factor(g, node, a):
     a = _as(g, node.inputs[0], a, dtype)
     size = node.inputs[0].type.shape[-1]
     packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
-    failed = _any(g, g.Equal(diagonal(g, packed), constant(g, 0, dtype)))
+    failed = any_last(g, g.Equal(diagonal(g, packed), constant(g, 0, dtype)))
     return [_nan_where(g, failed, packed, dtype), g.Cast(ipiv, to=onnx_dtype("int32"))]
 
 

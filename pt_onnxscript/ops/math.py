@@ -6,7 +6,7 @@ import pytensor.scalar.basic as ps
 from pytensor.tensor.elemwise import CAReduce
 from pytensor.tensor.math import Argmax, Dot, MulWithoutZeros, ProdWithoutZeros
 
-from pt_onnxscript.ops.common import ints, loop, out_dtype, raise_if, where
+from pt_onnxscript.ops.common import any_last, ints, loop, out_dtype, pad_zeros, raise_if, where
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.runtime_gaps import has_kernel, kernel_dtype
 from pt_onnxscript.types import onnx_dtype
@@ -84,13 +84,11 @@ def _where_all_zero(g, node, x, axes, ndim, result):
     is 0) leaves: the slice's last zero, -0.0 included; 0 for an empty slice."""
     dtype = node.outputs[0].type.dtype
     rows = _reduced_last(g, x, axes, ndim)
-    zero = g.Expand(g.CastLike(0, rows), g.Concat(g.Shape(rows, end=-1), ints(g, [1]), axis=0))
-    last = g.Gather(g.Concat(zero, rows, axis=-1), ints(g, -1), axis=-1)
+    last = g.Gather(pad_zeros(g, rows, -1, before=ints(g, [1])), ints(g, -1), axis=-1)
     if node.inputs[0].type.dtype != dtype:
         last = g.Cast(last, to=onnx_dtype(dtype))
-    nonzero = g.Not(g.Equal(rows, g.CastLike(0, rows)))
-    some = g.ReduceMax(g.Cast(nonzero, to=ir.DataType.UINT8), ints(g, [-1]), keepdims=0)
-    return where(g, g.Cast(some, to=ir.DataType.BOOL), result, last, dtype)
+    some = any_last(g, g.Not(g.Equal(rows, g.CastLike(0, rows))))
+    return where(g, some, result, last, dtype)
 
 
 def _nan_flags(g, x, axes):
