@@ -67,6 +67,23 @@ class ExpandToOwnShape(ExpandIdentity):
         return check
 
 
+def _repaired_where(op, cond, a, b, negative_zero, zero, one, minus_one):
+    """The pattern of `ops.common.where`'s repaired Where, whose "a is -0.0" test is
+    `negative_zero`: ``Where(c, a, b) * Where(c and a is -0.0 and the result is +0.0, -1, 1)``."""
+    result = op.Where(cond, a, b)
+    lost = op.And(op.And(cond, negative_zero), op.Greater(op.Div(one, result), zero))
+    return op.Mul(result, op.Where(lost, minus_one, one))
+
+
+def _repair_constants(zero, one, minus_one) -> MatchResult:
+    """Whether the repair's constants are 0, 1 and -1."""
+    check = MatchResult()
+    for value, expected in ((zero, 0), (one, 1), (minus_one, -1)):
+        if not _constant_equal(value, expected):
+            return check.fail(f"{value.name} is not the constant {expected}")
+    return check
+
+
 class SignRepairedWhere(RewriteRuleClassBase):
     """`ops.common.where`'s repair of ONNX Runtime's Where, which turns a -0.0 taken from its
     second input into +0.0: ``Where(c, a, b) * Where(c and a is -0.0, -1, 1)``, built when
@@ -76,15 +93,12 @@ class SignRepairedWhere(RewriteRuleClassBase):
 
     def pattern(self, op, cond, a, b, zero, one, minus_one):
         negative_zero = op.And(op.Equal(a, zero), op.Less(op.Div(one, a), zero))
-        result = op.Where(cond, a, b)
-        lost = op.And(op.And(cond, negative_zero), op.Greater(op.Div(one, result), zero))
-        return op.Mul(result, op.Where(lost, minus_one, one))
+        return _repaired_where(op, cond, a, b, negative_zero, zero, one, minus_one)
 
     def check(self, context, cond, a, b, zero, one, minus_one, **_):
-        check = MatchResult()
-        for value, expected in ((zero, 0), (one, 1), (minus_one, -1)):
-            if not _constant_equal(value, expected):
-                return check.fail(f"{value.name} is not the constant {expected}")
+        check = _repair_constants(zero, one, minus_one)
+        if not check:
+            return check
         if not (no_negative_zero(a) or no_negative_zero(b)):
             return check.fail("neither branch is a constant without -0.0")
         return check
@@ -104,15 +118,12 @@ class FoldedSignRepair(RewriteRuleClassBase):
     (NaN, -0.0 and inf times 1 are themselves): one node instead of seven."""
 
     def pattern(self, op, cond, a, b, negative_zero, zero, one, minus_one):
-        result = op.Where(cond, a, b)
-        lost = op.And(op.And(cond, negative_zero), op.Greater(op.Div(one, result), zero))
-        return op.Mul(result, op.Where(lost, minus_one, one))
+        return _repaired_where(op, cond, a, b, negative_zero, zero, one, minus_one)
 
     def check(self, context, cond, a, b, negative_zero, zero, one, minus_one, **_):
-        check = MatchResult()
-        for value, expected in ((zero, 0), (one, 1), (minus_one, -1)):
-            if not _constant_equal(value, expected):
-                return check.fail(f"{value.name} is not the constant {expected}")
+        check = _repair_constants(zero, one, minus_one)
+        if not check:
+            return check
         flags = ir.convenience.get_const_tensor(negative_zero)
         if flags is None or flags.numpy().any():
             return check.fail("the -0.0 test is not a constant false everywhere")
