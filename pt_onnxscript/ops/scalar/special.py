@@ -39,6 +39,7 @@ LOGPI = np.array(1.14472988584940017414)
 LS2PI = np.array(0.91893853320467274178)  # log(sqrt(2 pi))
 MAXLGM = np.array(2.556348e305)
 LOG_HALF = np.array(np.log(0.5))
+HALF_ULP_OF_ONE = np.array(2.0**-54)  # below it, 1 - x rounds to 1
 
 # Cephes lgam: A for Stirling's series, B/C for lgamma on [2, 3).
 LGAM_A = np.array(
@@ -161,6 +162,9 @@ def gammaln(x: DOUBLE[...]) -> DOUBLE[...]:
         z = op18.Where(z > half, p + one - q, z)
         sine = q * _sin_small(op18.CastLike(PI, x) * z)
         reflected = op18.CastLike(LOGPI, x) - op18.Log(sine) - positive
+        # Where x + 1 rounds to 1, Cephes' recurrence is log(1 / |x|); the reflection's
+        # x sin(pi x) would underflow.
+        reflected = op18.Where(q < op18.CastLike(HALF_ULP_OF_ONE, x), op18.Log(one / q), reflected)
         pole = op18.And(negative, op18.Equal(p, q))
         result = op18.Where(pole, op18.CastLike(INF, x), op18.Where(negative, reflected, positive))
     else:
@@ -320,11 +324,12 @@ def erfcx(x: DOUBLE[...]) -> DOUBLE[...]:
 
 @script()
 def log1mexp(x: DOUBLE[...]) -> DOUBLE[...]:
-    """PyTensor's log(1 - exp(x)): log1p(-exp(x)) below log(1/2), log(-expm1(x)) above."""
+    """PyTensor's log(1 - exp(x)): log1p(-exp(x)) below log(1/2), log(-expm1(x)) above. The
+    first is -0.0 where exp(x) is 0, so it goes last in the Where (which keeps -0.0 there)."""
     return op18.Where(
-        x < op18.CastLike(LOG_HALF, x),
-        log1p(op18.Neg(op18.Exp(x))),
+        x >= op18.CastLike(LOG_HALF, x),
         op18.Log(op18.Neg(expm1(x))),
+        log1p(op18.Neg(op18.Exp(x))),
     )
 
 
@@ -525,6 +530,8 @@ def _gauss(x: DOUBLE[...]) -> DOUBLE[...]:
 
 
 SQRT_PI = np.array(np.sqrt(np.pi))
+HALF_SQRT_PI = np.array(np.sqrt(np.pi) / 2)
+TINY = np.array(np.finfo(np.float64).tiny)  # the smallest normal float64
 
 
 @script()
@@ -537,7 +544,10 @@ def erfcinv(z: DOUBLE[...]) -> DOUBLE[...]:
     one = op18.CastLike(1.0, z)
     two = op18.CastLike(2.0, z)
     upper = z > one
-    t = op18.Where(upper, two - z, z)
+    # SciPy's -ndtri(t / 2) / sqrt(2) halves t, which rounds where t is subnormal: t takes
+    # that rounding (doubling is exact), and is solved for to the last bit from there.
+    half = op18.CastLike(0.5, z)
+    t = op18.Where(upper, two - z, z) * half * two
     y = one - t
     central = t > op18.CastLike(0.5, z)
     w = -op18.Log(t * (two - t))
@@ -547,17 +557,29 @@ def erfcinv(z: DOUBLE[...]) -> DOUBLE[...]:
     far = op18.Sqrt(-op18.Log(t * far * op18.CastLike(SQRT_PI, z)))
     x = op18.Where(t < op18.CastLike(ERFCINV_TINY, z), far, x)
     log_t = op18.Log(t)
+    # Below the smallest normal number erfc(x) loses its bits, then underflows to 0, and
+    # Newton's step with it. There (x > 26.5) x solves x^2 = -log t - log(x sqrt(pi)) +
+    # log S(1/x^2), S erfcx's asymptotic series: a fixed point that gains three digits a step
+    # from `far` (t x sqrt(pi), a subnormal, would lose them).
+    subnormal = t < op18.CastLike(TINY, z)
+    c = op18.CastLike(ERFCX_ASYMPTOTIC, z)
+    for k in range(3):
+        s = one / (far * far)  # <= 1.5e-3: S's terms from s^6 on are below 1e-17
+        series = ((((c[5] * s + c[4]) * s + c[3]) * s + c[2]) * s + c[1]) * s + c[0]
+        far = op18.Sqrt(op18.Log(series) - log_t - op18.Log(far * op18.CastLike(SQRT_PI, z)))
     for k in range(4):
         e = erfc(x)
         g = _gauss(x)
         halley = (erf(x) - y) / g
         halley = x - halley / (one + x * halley)
         newton = x + (op18.Log(e) - log_t) * e / g
+        newton = op18.Where(subnormal, far, newton)
         x = op18.Where(central, halley, newton)
-    result = op18.Where(upper, -x, x)
-    result = op18.Where(op18.Equal(z, zero), op18.CastLike(INF, z), result)
+    # -x for z > 1, and SciPy's -0.0 at z = 1 (from Where's last input, which keeps it).
+    result = op18.Where(z < one, x, -x)
+    # SciPy's -ndtri(z / 2) / sqrt(2) is inf where z / 2 rounds to 0.
+    result = op18.Where(op18.Equal(z * half, zero), op18.CastLike(INF, z), result)
     result = op18.Where(op18.Equal(z, two), -op18.CastLike(INF, z), result)
-    result = op18.Where(op18.Equal(z, one), -zero, result)
     outside = op18.Or(z < zero, z > two)
     return op18.Where(outside, op18.CastLike(NAN, z), result)
 
