@@ -30,8 +30,9 @@ def py_reference(fn, *args):
 TOLERANCES = {"float16": (1e-3, 1e-3), "float32": (1e-6, 1e-6), "float64": (1e-12, 1e-14)}
 
 
-def assert_same(actual, expected, *, rtol=None, atol=None, what="output"):
-    """Exact dtype and shape; values equal (floats within per-dtype tolerance, NaNs equal)."""
+def assert_same(actual, expected, *, rtol=None, atol=None, what="output", signed_zeros=True):
+    """Exact dtype and shape; values equal (floats within per-dtype tolerance, NaNs equal,
+    zeros of the same sign unless `signed_zeros` is False)."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
@@ -45,6 +46,11 @@ def assert_same(actual, expected, *, rtol=None, atol=None, what="output"):
             equal_nan=True,
             err_msg=what,
         )
+        if signed_zeros:
+            zeros = (actual == 0) & (expected == 0)
+            np.testing.assert_array_equal(
+                np.signbit(actual[zeros]), np.signbit(expected[zeros]), err_msg=f"{what}: -0.0"
+            )
     else:
         np.testing.assert_array_equal(actual, expected, err_msg=what)
 
@@ -94,6 +100,7 @@ def compare_onnx_and_py(
     atol: float | None = None,
     expected_ops: Sequence[str] | None = None,
     forbidden_ops: Sequence[str] = (),
+    signed_zeros: bool = True,
 ):
     """Compare mode "ONNX" and its model, written to a file and read back by a new ONNX
     Runtime session, with PyTensor's Python linker.
@@ -101,7 +108,9 @@ def compare_onnx_and_py(
     Both must give PyTensor's dtypes and shapes exactly and its values (floats within
     per-dtype tolerances). The exported model must pass the full ONNX check.
     `expected_ops` lists op types that must all appear in the model, `forbidden_ops` op
-    types that must not. `more_inputs` are further sets of test inputs, checked with the
+    types that must not. Zeros must have PyTensor's signs unless `signed_zeros` is False
+    (where the reference's are its implementation's choice: which of equal zeros NumPy's sort
+    puts first, LAPACK's). `more_inputs` are further sets of test inputs, checked with the
     same compiled functions and exported file (with symbolic shapes, one compilation covers
     many sizes). Returns the ONNX-mode function and its results for `test_inputs`.
     """
@@ -132,11 +141,12 @@ def compare_onnx_and_py(
         expected = py_reference(py_fn, *[np.copy(x) for x in inputs])
         results = onnx_fn(*[np.copy(x) for x in inputs])
         for i, (res, exp) in enumerate(zip(results, expected, strict=True)):
-            assert_same(res, exp, rtol=rtol, atol=atol, what=f"mode ONNX output {i}{where}")
+            what = f"mode ONNX output {i}{where}"
+            assert_same(res, exp, rtol=rtol, atol=atol, what=what, signed_zeros=signed_zeros)
         file_results = session.run(None, dict(zip(names, inputs, strict=True)))
         for i, (res, exp) in enumerate(zip(file_results, expected, strict=True)):
             what = f"exported file output {i}{where}"
-            assert_same(res, exp, rtol=rtol, atol=atol, what=what)
+            assert_same(res, exp, rtol=rtol, atol=atol, what=what, signed_zeros=signed_zeros)
         first = results if first is None else first
 
     op_types = {node.op_type for node in _all_nodes(model.graph)}

@@ -832,13 +832,19 @@ def matrix_inverse(g, node, a):
 @register(Det)
 @register_blockwise(Det)
 def det(g, node, a):
-    """Det -> the product of the LU pivots, negated for an odd number of row swaps."""
+    """Det -> the product of the LU pivots, negated for an odd number of row swaps; +0.0 for
+    a singular matrix, as NumPy's sign * exp(log |det|)."""
     dtype = node.outputs[0].type.dtype
     a = _as(g, node.inputs[0], a, dtype)
     size = node.inputs[0].type.shape[-1]
     packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
     product = g.ReduceProd(diagonal(g, packed), ints(g, [-1]), keepdims=0)
-    return g.Mul(product, _parity_sign(g, _swap_count(g, ipiv), dtype))
+    return _unsigned_zero(g, g.Mul(product, _parity_sign(g, _swap_count(g, ipiv), dtype)), dtype)
+
+
+def _unsigned_zero(g, x, dtype):
+    """x with -0.0 made +0.0 (-0.0 + 0.0 is +0.0; every other value is unchanged)."""
+    return g.Add(x, constant(g, 0, dtype))
 
 
 def _parity_sign(g, swaps, dtype):
@@ -858,6 +864,7 @@ def slogdet(g, node, a):
     sign = g.Mul(
         g.ReduceProd(g.Sign(pivots), ints(g, [-1]), keepdims=0), _parity_sign(g, swaps, dtype)
     )
+    sign = _unsigned_zero(g, sign, dtype)  # NumPy's sign of a singular matrix: +0.0
     logabs = g.ReduceSum(g.Log(g.Abs(pivots)), ints(g, [-1]), keepdims=0)
     return [sign, logabs]
 
