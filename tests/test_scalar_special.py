@@ -1,10 +1,12 @@
 import numpy as np
+import pytensor
 import pytensor.tensor as pt
 import pytest
 import scipy.special as sp
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
+from pt_onnxscript.ops.scalar.polygamma import polygamma
 from pt_onnxscript.ops.scalar.special import (
     erfcinv,
     erfcx,
@@ -142,6 +144,45 @@ def test_gradients_of_gammaln():
 
     out = [grad(pt.gammaln(x).sum(), x)]
     compare_onnx_and_py([x], out, [rng.uniform(0.1, 20, 10)], rtol=1e-13)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 6, 30, 170, 171, -1])
+def test_polygamma_against_scipy(n):
+    """Cephes' Hurwitz zeta as SciPy runs it (its early exits included): SciPy's bits for
+    n >= 1, psi's accuracy for n = 0, SciPy's inf and NaN at the poles, past n! = inf, n < 0."""
+    x = np.concatenate([rng.uniform(0, 20, 2000), 10 ** rng.uniform(-300, 300, 1000), EDGES])
+    x = x[~(x < 0) | (x == np.floor(x))]  # negative non-integers raise (below)
+    got, expected = polygamma(np.full_like(x, n), x), sp.polygamma(n, x)
+    assert relative_error(got, expected).max() < (1e-15 if n else 1e-13)
+    zero = expected == 0
+    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(expected[zero]))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+def test_polygamma_through_pytensor(dtype):
+    """A constant or a symbolic order, and the third derivative of gammaln (trigamma's
+    gradient is polygamma(2, x))."""
+    x = pt.vector("x", dtype=dtype)
+    n = pt.bscalar("n")
+    outs = [pt.polygamma(n, x), pt.polygamma(3, x), pytensor.grad(pt.tri_gamma(x).sum(), x)]
+    if dtype == "int64":
+        values = np.array([0, 1, 2, 7, 100, -3])
+    else:
+        values = np.concatenate([rng.uniform(0.01, 30, 20), [0.0, 1.0, 1e9, -4.0]]).astype(dtype)
+    rtol = 1e-13 if dtype != "float32" else None
+    more = [[values, np.array(k, "int8")] for k in (0, 1, 5)]
+    compare_onnx_and_py([x, n], outs, [values, np.array(2, "int8")], more_inputs=more, rtol=rtol)
+
+
+def test_polygamma_of_a_negative_non_integer_raises():
+    x = pt.vector("x")
+    n = pt.lscalar("n")
+    fn = pytensor.function([x, n], pt.polygamma(n, x), mode="ONNX")
+    with pytest.raises(ValueError, match="negative non-integer x"):
+        fn(np.array([2.0, -1.5]), 2)
+    # psi (n = 0) and the poles are computed
+    np.testing.assert_allclose(fn(np.array([-1.5]), 0), sp.psi(-1.5), rtol=1e-15)
+    assert fn(np.array([-2.0, 0.0]), 2).tolist() == [-np.inf, -np.inf]
 
 
 def test_xlogx_and_xlogy0():

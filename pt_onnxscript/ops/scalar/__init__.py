@@ -1,6 +1,6 @@
 """Scalar translations, used by Elemwise and Composite, grouped as ``pytensor.scalar`` is:
 basic arithmetic and comparisons, elementary transcendental functions, special functions
-(gamma family, incomplete gamma and beta, Bessel) and ScalarLoop."""
+(gamma family, polygamma, incomplete gamma and beta, Bessel) and ScalarLoop."""
 
 from pt_onnxscript.ops.scalar import (  # noqa: F401
     basic,
@@ -9,5 +9,6 @@ from pt_onnxscript.ops.scalar import (  # noqa: F401
     gammainc,
     loop,
     math,
+    polygamma,
     special,
 )
