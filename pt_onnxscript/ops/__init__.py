@@ -8,6 +8,7 @@ from pt_onnxscript.ops import (  # noqa: F401
     decompositions,
     elemwise,
     extra_ops,
+    fft,
     ifelse,
     linalg,
     linear_control,
