@@ -8,7 +8,7 @@ import pytest
 import scipy.special as sp
 
 from pt_onnxscript import TranslationError
-from pt_onnxscript.ops.scalar.bessel import i0, i0e, i1, i1e, i2, i2e
+from pt_onnxscript.ops.scalar.bessel import i0, i0e, i1, i1e, i2, i2e, j0, j1
 from pt_onnxscript.testing import compare_onnx_and_py, relative_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -35,6 +35,30 @@ def compiled(function):
 )
 def test_cephes_functions_against_scipy(function, reference):
     assert relative_error(compiled(function)(POINTS), reference(POINTS)).max() < 1e-15
+
+
+@pytest.mark.parametrize(
+    "function, reference, order", [(j0, sp.j0, 0), (j1, sp.j1, 1)], ids=["j0", "j1"]
+)
+def test_j0_and_j1_against_scipy(function, reference, order):
+    """Cephes' j0/j1 with fdlibm's sin and cos: a few ulp of SciPy; at their zeros, where SciPy
+    itself is only absolutely accurate (~1e-16), within 1e-17 of it."""
+    zeros = sp.jn_zeros(order, 200)
+    x = np.concatenate(
+        [
+            POINTS,
+            rng.uniform(-1000, 1000, 4000),
+            10 ** rng.uniform(-320, 8, 2000) * rng.choice([-1, 1], 2000),
+            np.nextafter(zeros, np.inf),
+            np.nextafter(zeros, -np.inf),
+            [5.0, -5.0, 1e-5, -1e-5, 1e300],
+        ]
+    )
+    got, expected = compiled(function)(x), reference(x)
+    err = relative_error(got, expected)
+    assert np.all((err < 1e-14) | (np.abs(got - expected) < 1e-17)), x[err >= 1e-14][:5]
+    zero = expected == 0  # j1(-0.0) is -0.0
+    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(expected[zero]))
 
 
 @pytest.mark.parametrize("scaled", [False, True], ids=["i2", "i2e"])
@@ -64,6 +88,17 @@ def test_through_pytensor(dtype, opset):
     values = (X if dtype != "int64" else np.round(X)).astype(dtype)
     orders = [pt.ive(v, x) for v in (0, 1, 2)]
     compare_onnx_and_py([x], [pt.i0(x), pt.i1(x), *orders], [values], opset=opset)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+def test_j0_and_j1_through_pytensor(dtype):
+    """And j0's gradient, -j1 (j1's needs jv(2, x), which is not translated)."""
+    x = pt.vector("x", dtype=dtype)
+    values = (X if dtype != "int64" else np.round(X)).astype(dtype)
+    outs = [pt.j0(x), pt.j1(x)]
+    if dtype != "int64":
+        outs.append(pytensor.grad(pt.j0(x).sum(), x))
+    compare_onnx_and_py([x], outs, [values])
 
 
 def test_edges_broadcast_and_empty():

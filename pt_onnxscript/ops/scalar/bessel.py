@@ -1,5 +1,9 @@
-"""Modified Bessel functions of the first kind: i0, i1, their exponentially scaled forms, and
-iv/ive of order 0, 1 or 2 (the orders i0, i1 and their gradients use).
+"""Bessel functions of the first kind: j0 and j1, and the modified i0, i1, their exponentially
+scaled forms, and iv/ive of order 0, 1 or 2 (the orders i0, i1 and their gradients use).
+
+j0 and j1 are Cephes' (as in SciPy): rational functions up to |x| = 5, Hankel's asymptotic form
+above, its cos and sin from fdlibm's kernels (ONNX Runtime's float64 Sin and Cos lose their
+relative accuracy near their zeros).
 
 i0, i0e, i1 and i1e are Cephes' (as in SciPy): Chebyshev series on [0, 8] and in 1/x above.
 Order 2 is the power series below |x| = 2 and i0 - 2 i1 / x above, where that difference loses
@@ -13,6 +17,7 @@ from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import inline_in_float64
 from pt_onnxscript.ops.scalar.constants import NAN
+from pt_onnxscript.ops.scalar.math import cos_float64, sin_float64
 from pt_onnxscript.registry import register_function, register_scalar
 
 # Chebyshev coefficients of exp(-x) I0(x) on [0, 8] and of exp(-x) sqrt(x) I0(x) on [8, inf)
@@ -143,6 +148,143 @@ I1_B = np.array(
         7.78576235018280120474e-1,
     ]
 )
+# Cephes j0.c and j1.c (as SciPy runs them): a rational function in x^2 times the factors of
+# the first two zeros up to x = 5, Hankel's asymptotic form with rational P, Q in 25/x^2 above.
+J0_RP = np.array(
+    [
+        -4.79443220978201773821e9,
+        1.95617491946556577543e12,
+        -2.49248344360967716204e14,
+        9.70862251047306323952e15,
+    ]
+)
+J0_RQ = np.array(
+    [
+        4.99563147152651017219e2,
+        1.73785401676374683123e5,
+        4.84409658339962045305e7,
+        1.11855537045356834862e10,
+        2.11277520115489217587e12,
+        3.10518229857422583814e14,
+        3.18121955943204943306e16,
+        1.71086294081043136091e18,
+    ]
+)
+J0_PP = np.array(
+    [
+        7.96936729297347051624e-4,
+        8.28352392107440799803e-2,
+        1.23953371646414299388e0,
+        5.44725003058768775090e0,
+        8.74716500199817011941e0,
+        5.30324038235394892183e0,
+        9.99999999999999997821e-1,
+    ]
+)
+J0_PQ = np.array(
+    [
+        9.24408810558863637013e-4,
+        8.56288474354474431428e-2,
+        1.25352743901058953537e0,
+        5.47097740330417105182e0,
+        8.76190883237069594232e0,
+        5.30605288235394617618e0,
+        1.00000000000000000218e0,
+    ]
+)
+J0_QP = np.array(
+    [
+        -1.13663838898469149931e-2,
+        -1.28252718670509318512e0,
+        -1.95539544257735972385e1,
+        -9.32060152123768231369e1,
+        -1.77681167980488050595e2,
+        -1.47077505154951170175e2,
+        -5.14105326766599330220e1,
+        -6.05014350600728481186e0,
+    ]
+)
+J0_QQ = np.array(
+    [
+        6.43178256118178023184e1,
+        8.56430025976980587198e2,
+        3.88240183605401609683e3,
+        7.24046774195652478189e3,
+        5.93072701187316984827e3,
+        2.06209331660327847417e3,
+        2.42005740240291393179e2,
+    ]
+)
+J0_ZEROS_SQUARED = np.array([5.78318596294678452118e0, 3.04712623436620863991e1])
+J1_RP = np.array(
+    [
+        -8.99971225705559398224e8,
+        4.52228297998194034323e11,
+        -7.27494245221818276015e13,
+        3.68295732863852883286e15,
+    ]
+)
+J1_RQ = np.array(
+    [
+        6.20836478118054335476e2,
+        2.56987256757748830383e5,
+        8.35146791431949253037e7,
+        2.21511595479792499675e10,
+        4.74914122079991414898e12,
+        7.84369607876235854894e14,
+        8.95222336184627338078e16,
+        5.32278620332680085395e18,
+    ]
+)
+J1_PP = np.array(
+    [
+        7.62125616208173112003e-4,
+        7.31397056940917570436e-2,
+        1.12719608129684925192e0,
+        5.11207951146807644818e0,
+        8.42404590141772420927e0,
+        5.21451598682361504063e0,
+        1.00000000000000000254e0,
+    ]
+)
+J1_PQ = np.array(
+    [
+        5.71323128072548699714e-4,
+        6.88455908754495404082e-2,
+        1.10514232634061696926e0,
+        5.07386386128601488557e0,
+        8.39985554327604159757e0,
+        5.20982848682361821619e0,
+        9.99999999999999997461e-1,
+    ]
+)
+J1_QP = np.array(
+    [
+        5.10862594750176621635e-2,
+        4.98213872951233449420e0,
+        7.58238284132545283818e1,
+        3.66779609360150777800e2,
+        7.10856304998926107277e2,
+        5.97489612400613639965e2,
+        2.11688757100572135698e2,
+        2.52070205858023719784e1,
+    ]
+)
+J1_QQ = np.array(
+    [
+        7.42373277035675149943e1,
+        1.05644886038262816351e3,
+        4.98641058337653607651e3,
+        9.56231892404756170795e3,
+        7.99704160447350683650e3,
+        2.82619278517639096600e3,
+        3.36093607810698293419e2,
+    ]
+)
+J1_ZEROS_SQUARED = np.array([1.46819706421238932572e1, 4.92184563216946036703e1])
+PI_OVER_4 = np.array(0.78539816339744830962)
+THREE_PI_OVER_4 = np.array(2.35619449019234492885)
+SQRT_2_OVER_PI = np.array(0.79788456080286535588)
 # I2(x) = (x/2)^2 sum_k (x^2/4)^k / (k! (k+2)!); 16 terms reach 1e-24 relative at |x| = 2.
 I2_SERIES = np.array(
     [1.0 / (np.prod(np.arange(1.0, k + 1)) * np.prod(np.arange(1.0, k + 3))) for k in range(16)]
@@ -233,7 +375,92 @@ def i2(x: DOUBLE[...]) -> DOUBLE[...]:
     return i2e(x) * half * half
 
 
-_UNARY = {psm.I0: i0, psm.I1: i1}
+@script()
+def _polevl(x: DOUBLE[...], c: DOUBLE[None]) -> DOUBLE[...]:
+    """Cephes' polevl: c[0] x^n + ... + c[n] by Horner's rule, in its order."""
+    result = c[0] + op18.CastLike(0.0, x) * x
+    for i in range(op18.Size(c) - 1):
+        result = result * x + op18.Gather(c, i + 1)
+    return result
+
+
+@script()
+def _p1evl(x: DOUBLE[...], c: DOUBLE[None]) -> DOUBLE[...]:
+    """Cephes' p1evl: x^(n+1) + c[0] x^n + ... + c[n] (a leading coefficient of 1)."""
+    result = x + c[0]
+    for i in range(op18.Size(c) - 1):
+        result = result * x + op18.Gather(c, i + 1)
+    return result
+
+
+@script()
+def _hankel(
+    x: DOUBLE[...],
+    pp: DOUBLE[None],
+    pq: DOUBLE[None],
+    qp: DOUBLE[None],
+    qq: DOUBLE[None],
+    phase: DOUBLE[...],
+) -> DOUBLE[...]:
+    """Cephes' J0/J1 above 5: (P cos(x - phase) - (5/x) Q sin(x - phase)) sqrt(2/(pi x)), P and
+    Q rational in 25/x^2; SciPy's NaN at the infinities (cos(inf))."""
+    w = op18.CastLike(5.0, x) / x
+    z = w * w
+    p = _polevl(z, pp) / _polevl(z, pq)
+    q = _polevl(z, qp) / _p1evl(z, qq)
+    xn = x - phase
+    p = p * cos_float64(xn) - w * q * sin_float64(xn)
+    return p * op18.CastLike(SQRT_2_OVER_PI, x) / op18.Sqrt(x)
+
+
+@script()
+def j0(x: DOUBLE[...]) -> DOUBLE[...]:
+    """Cephes j0 (SciPy's): 1 - x^2/4 below 1e-5, (x^2 - r1^2)(x^2 - r2^2) R(x^2) up to 5,
+    Hankel's form above; even."""
+    five = op18.CastLike(5.0, x)
+    a = op18.Abs(x)
+    z = a * a
+    r = op18.CastLike(J0_ZEROS_SQUARED, x)
+    near = (z - r[0]) * (z - r[1])
+    near = near * _polevl(z, op18.CastLike(J0_RP, x)) / _p1evl(z, op18.CastLike(J0_RQ, x))
+    near = op18.Where(
+        a < op18.CastLike(1.0e-5, x), op18.CastLike(1.0, x) - z / op18.CastLike(4.0, x), near
+    )
+    far = _hankel(
+        op18.Max(a, five),
+        op18.CastLike(J0_PP, x),
+        op18.CastLike(J0_PQ, x),
+        op18.CastLike(J0_QP, x),
+        op18.CastLike(J0_QQ, x),
+        op18.CastLike(PI_OVER_4, x),
+    )
+    return op18.Where(a <= five, near, far)
+
+
+@script()
+def j1(x: DOUBLE[...]) -> DOUBLE[...]:
+    """Cephes j1 (SciPy's): x (x^2 - r1^2)(x^2 - r2^2) R(x^2) up to 5, Hankel's form above;
+    odd."""
+    five = op18.CastLike(5.0, x)
+    a = op18.Abs(x)
+    z = a * a
+    r = op18.CastLike(J1_ZEROS_SQUARED, x)
+    near = _polevl(z, op18.CastLike(J1_RP, x)) / _p1evl(z, op18.CastLike(J1_RQ, x))
+    near = near * x * (z - r[0]) * (z - r[1])  # odd: -0.0 at -0.0
+    far = _hankel(
+        op18.Max(a, five),
+        op18.CastLike(J1_PP, x),
+        op18.CastLike(J1_PQ, x),
+        op18.CastLike(J1_QP, x),
+        op18.CastLike(J1_QQ, x),
+        op18.CastLike(THREE_PI_OVER_4, x),
+    )
+    far = op18.Where(x < op18.CastLike(0.0, x), -far, far)
+    # the signed zeros come from Where's last input, which keeps a -0.0
+    return op18.Where(a > five, far, near)
+
+
+_UNARY = {psm.I0: i0, psm.I1: i1, psm.J0: j0, psm.J1: j1}
 _ORDERS = {psm.Ive: (i0e, i1e, i2e)}
 if hasattr(psm, "Iv"):  # PyTensor 2.38 (3.0 writes iv(v, x) as ive(v, x) * exp(|x|))
     _ORDERS[psm.Iv] = (i0, i1, i2)
@@ -244,7 +471,7 @@ _SCIPY = {"scipy.special.i0e": i0e, "scipy.special.i1e": i1e}
 
 @register_scalar(*_UNARY)
 def bessel(g, node, x):
-    """I0, I1 -> Cephes' Chebyshev series in float64, rounded once to the output dtype."""
+    """I0, I1, J0, J1 -> Cephes' algorithms in float64, rounded once to the output dtype."""
     return inline_in_float64(g, node, _UNARY[type(node.op)], x)
 
 
