@@ -216,6 +216,7 @@ J0_QQ = np.array(
     ]
 )
 J0_ZEROS_SQUARED = np.array([5.78318596294678452118e0, 3.04712623436620863991e1])
+J0_SMALL = np.array(1.0e-5)  # below it, j0 is 1 - x^2/4
 J1_RP = np.array(
     [
         -8.99971225705559398224e8,
@@ -424,7 +425,7 @@ def j0(x: DOUBLE[...]) -> DOUBLE[...]:
     near = (z - r[0]) * (z - r[1])
     near = near * _polevl(z, op18.CastLike(J0_RP, x)) / _p1evl(z, op18.CastLike(J0_RQ, x))
     near = op18.Where(
-        a < op18.CastLike(1.0e-5, x), op18.CastLike(1.0, x) - z / op18.CastLike(4.0, x), near
+        a < op18.CastLike(J0_SMALL, x), op18.CastLike(1.0, x) - z / op18.CastLike(4.0, x), near
     )
     far = _hankel(
         op18.Max(a, five),
@@ -434,7 +435,7 @@ def j0(x: DOUBLE[...]) -> DOUBLE[...]:
         op18.CastLike(J0_QQ, x),
         op18.CastLike(PI_OVER_4, x),
     )
-    return op18.Where(a <= five, near, far)
+    return op18.Where(a > five, far, near)  # a -0.0 of `near` kept (Where's last input)
 
 
 @script()

@@ -539,7 +539,8 @@ def erfcinv(z: DOUBLE[...]) -> DOUBLE[...]:
     """SciPy's erfcinv: for z near 1, Giles' guess refined by Halley's iteration on
     erf(x) = 1 - z; in the tails, Newton's iteration on log erfc(x) = log z (erfc keeps its
     relative accuracy there) from Giles' guess, or from the asymptotic
-    x = sqrt(-log(z x sqrt(pi))) below 1e-10; erfcinv(2 - z) = -erfcinv(z)."""
+    x = sqrt(-log(z x sqrt(pi))) below 1e-10 (for subnormal z, a fixed point of erfc's
+    asymptotic form instead of Newton's steps); erfcinv(2 - z) = -erfcinv(z)."""
     zero = op18.CastLike(0.0, z)
     one = op18.CastLike(1.0, z)
     two = op18.CastLike(2.0, z)
