@@ -30,6 +30,9 @@ output's rank (`match_scalar_ranks`): ONNX Runtime broadcasts a lower-rank scala
 Symbolic dims stay symbolic (nothing is folded from an unknown size).
 """
 
+import contextlib
+import logging
+
 import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes import common as common_passes
@@ -437,15 +440,35 @@ def optimize(model: ir.Model) -> None:
         if not (fold.added_nodes or unrolled or hoisted or rewritten):
             break
     match_scalar_ranks(model)
-    ir.passes.Sequential(
-        common_passes.RemoveUnusedOpsetsPass(),
-        common_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
-        common_passes.LiftSubgraphInitializersToMainGraphPass(),
-        common_passes.DeduplicateInitializersPass(),
-        common_passes.CommonSubexpressionEliminationPass(),
-    )(model)
+    with _without_output_initializer_warnings():
+        ir.passes.Sequential(
+            common_passes.RemoveUnusedOpsetsPass(),
+            common_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
+            common_passes.LiftSubgraphInitializersToMainGraphPass(),
+            common_passes.DeduplicateInitializersPass(),
+            common_passes.CommonSubexpressionEliminationPass(),
+        )(model)
     remove_unread(model)  # what the merged copies read
     common_passes.OutputFixPass()(model)
+
+
+class _OutputInitializerWarning(logging.Filter):
+    """onnx-ir's warning that an initializer which is a graph output is not deduplicated: a
+    constant output (a gradient that does not depend on the inputs, say) is a model's right."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "as it is a graph input or output" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _without_output_initializer_warnings():
+    logger = logging.getLogger(common_passes.DeduplicateInitializersPass.__module__)
+    quiet = _OutputInitializerWarning()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
 
 
 def remove_unread(model: ir.Model) -> None:

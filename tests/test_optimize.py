@@ -463,3 +463,16 @@ def test_unread_nodes_are_removed_and_the_pass_skipped_when_there_are_none(monke
         assert runs == [1]
         assert op_types(ir.to_proto(pruned)) == ["If", "Abs", "Neg"]
         assert list(pruned.graph.initializers) == []
+
+
+def test_a_constant_output_logs_no_warning(caplog):
+    """onnx-ir warns that an initializer which is a graph output is not deduplicated: a
+    constant output (here a gradient that does not depend on x) is the model's right, and
+    every compilation in mode "ONNX" would print it."""
+    x = pt.vector("x")
+    outs = [x.sum(), pytensor.grad(x.sum(), x), pt.ones(3) * 2]
+    with caplog.at_level("WARNING"):
+        fn = pytensor.function([x], outs, mode="ONNX")
+        export_onnx(([x], outs))
+    assert not [r for r in caplog.records if r.name.startswith("onnx_ir")], caplog.text
+    np.testing.assert_array_equal(fn(np.ones(3))[2], [2.0, 2.0, 2.0])
