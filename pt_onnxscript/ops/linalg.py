@@ -646,18 +646,21 @@ def take_rows(g, x, rows, rank: int):
 
 def _lu_panel(g, panel, dtype: str, block: int, batch, rank: int):
     """getf2 on the panels (..., H, block), H >= block, unrolled, with its row swaps kept as
-    positions until the end (so no step copies the panel to swap two rows): for each column j,
-    the pivot is the first largest |entry| (NaN counted as inf) in position order among the
-    rows not yet pivoted, as idamax over rows j: after the swaps; its position is swapped with
-    position j, the other rows' multipliers are their entries divided by it (a zero pivot skips
-    the column, as getrf) and their rank-1 update is subtracted from the columns right of j.
-    Returns the eliminated panels in position order, the order of their rows (..., H, 1) (the
-    row at position i came from row order[i]) and the pivot rows (..., block).
+    two permutations until the end (so no step copies the panel to swap two rows): `order`,
+    the row at each position, and `position`, each row's position. For each column j, the
+    pivot is the first largest |entry| (NaN counted as inf, as OpenBLAS's idamax) at
+    positions j on (the column read in position order, so ArgMax's first is idamax's); its
+    position is swapped with position j, the multipliers of the rows after j are their
+    entries divided by it (a zero pivot skips the column, as getrf), put back in row order,
+    and their rank-1 update is subtracted from the columns right of j. Returns the eliminated
+    panels in position order, the order of their rows (..., H, 1) (the row at position i came
+    from row order[i]) and the pivot positions (..., block).
 
     The work is on the panels transposed, (..., block, H): a column is then a contiguous row
     (ONNX Runtime slices an (H, 1) column out of an (H, block) panel element by element, ~20 us
     for H = 1000, and broadcasts a 0-d scalar against a column one element per call; rows
-    have neither cost). The scalars are (1, 1) all the same."""
+    have neither cost). One Where per column meets a whole column (ONNX Runtime's Where costs
+    ~5x an arithmetic node); the scalars are (1, 1) all the same."""
 
     def scalar(value, dtype):
         return constant(g, np.full((1, 1), value), dtype)
@@ -665,30 +668,46 @@ def _lu_panel(g, panel, dtype: str, block: int, batch, rank: int):
     panel = swap_last(g, panel, rank)
     height = g.Shape(panel, start=-1)
     rows = g.Unsqueeze(range_to(g, g.Squeeze(height, ints(g, [0]))), ints(g, [0]))  # (1, H)
-    beyond = g.Add(rows, g.Unsqueeze(height, ints(g, [0])))  # past every position
-    position = g.Expand(rows, g.Concat(batch, g.Shape(rows), axis=0))
-    pivoted = g.Expand(constant(g, False, "bool"), g.Shape(position))
+    order = position = g.Expand(rows, g.Concat(batch, g.Shape(rows), axis=0))
     pivot_index = g.Concat(batch, ints(g, [block, 1]), axis=0)
+    one_index = g.Concat(batch, ints(g, [1, 1]), axis=0)
+    head = g.Expand(scalar(0, dtype), g.Concat(batch, ints(g, [1, block]), axis=0))
     zero = scalar(0, dtype)
     columns = np.arange(block)[:, None]
     multipliers, pivot_rows = [], []
     for j in range(block):
-        at_j = scalar(j, "int64")
+        at_j = scalar(j, "int64") if rank == 2 else g.Expand(scalar(j, "int64"), one_index)
         column = g.Slice(panel, ints(g, [j]), ints(g, [j + 1]), ints(g, [-2]))  # (..., 1, H)
-        size = g.Abs(column)
+        size = g.Abs(
+            g.Slice(
+                g.GatherElements(column, order, axis=-1),
+                ints(g, [j]),
+                ints(g, [INT64_MAX]),
+                ints(g, [-1]),
+            )
+        )
         size = g.Where(g.IsNaN(size), scalar(np.inf, dtype), size)
-        size = g.Where(pivoted, scalar(-1, dtype), size)
-        largest = g.Equal(size, g.ReduceMax(size, ints(g, [-1]), keepdims=1))
-        first = g.Where(largest, position, beyond)
-        q = g.ArgMin(first, axis=-1, keepdims=1)  # (..., 1, 1): the pivot's row
-        q_position = g.GatherElements(position, q, axis=-1)
-        is_q = g.Equal(rows, q)
-        position = g.Where(g.Equal(position, at_j), q_position, g.Where(is_q, at_j, position))
-        pivoted = g.Or(pivoted, is_q)
+        at_q = g.Add(g.ArgMax(size, axis=-1, keepdims=1), at_j)  # (..., 1, 1): its position
+        q = g.GatherElements(order, at_q, axis=-1)  # the pivot's row
+        places = g.Concat(at_j, at_q, axis=-1)
+        moved = g.Concat(q, g.GatherElements(order, at_j, axis=-1), axis=-1)
+        order = g.ScatterElements(order, places, moved, axis=-1)
+        position = g.ScatterElements(position, moved, places, axis=-1)
         row = g.GatherElements(panel, g.Expand(q, pivot_index), axis=-1)  # (..., block, 1)
         pivot = g.Slice(row, ints(g, [j]), ints(g, [j + 1]), ints(g, [-2]))
         safe = g.Where(g.Equal(pivot, zero), scalar(1, dtype), pivot)
-        factors = g.Where(pivoted, zero, g.Div(column, safe))
+        below = g.Slice(
+            g.GatherElements(column, order, axis=-1),
+            ints(g, [j + 1]),
+            ints(g, [INT64_MAX]),
+            ints(g, [-1]),
+        )
+        by_position = g.Concat(
+            g.Slice(head, ints(g, [0]), ints(g, [j + 1]), ints(g, [-1])),
+            g.Div(below, safe),
+            axis=-1,
+        )
+        factors = g.GatherElements(by_position, position, axis=-1)  # 0 for pivoted rows
         if j + 1 < block:
             right = g.Where(constant(g, columns > j, "bool"), row, zero)
             if rank == 2:
@@ -696,14 +715,14 @@ def _lu_panel(g, panel, dtype: str, block: int, batch, rank: int):
             else:
                 panel = g.Sub(panel, g.Mul(right, factors))
         multipliers.append(factors)
-        pivot_rows.append(g.Squeeze(q_position, ints(g, [-1])))
+        pivot_rows.append(at_q)
     # Row r, pivoted at step position[r] (or not: position >= block), holds U's entries from
     # that column on and the multipliers before it.
     lower = g.Concat(*multipliers, axis=-2) if block > 1 else multipliers[0]
     packed = g.Where(g.LessOrEqual(position, ints(g, columns)), panel, lower)
-    order = g.ScatterElements(position, position, g.Expand(rows, g.Shape(position)), axis=-1)
     packed = g.GatherElements(packed, g.Expand(order, g.Shape(packed)), axis=-1)
-    return swap_last(g, packed, rank), swap_last(g, order, rank), g.Concat(*pivot_rows, axis=-1)
+    ipiv = g.Squeeze(g.Concat(*pivot_rows, axis=-1), ints(g, [-2]))
+    return swap_last(g, packed, rank), swap_last(g, order, rank), ipiv
 
 
 def _lu_solve(g, packed, perm, b, dtype, size):
