@@ -646,15 +646,15 @@ def take_rows(g, x, rows, rank: int):
 
 def _lu_panel(g, panel, dtype: str, block: int, batch, rank: int):
     """getf2 on the panels (..., H, block), H >= block, unrolled, with its row swaps kept as
-    two permutations until the end (so no step copies the panel to swap two rows): `order`,
-    the row at each position, and `position`, each row's position. For each column j, the
-    pivot is the first largest |entry| (NaN counted as inf, as OpenBLAS's idamax) at
-    positions j on (the column read in position order, so ArgMax's first is idamax's); its
-    position is swapped with position j, the multipliers of the rows after j are their
-    entries divided by it (a zero pivot skips the column, as getrf), put back in row order,
-    and their rank-1 update is subtracted from the columns right of j. Returns the eliminated
-    panels in position order, the order of their rows (..., H, 1) (the row at position i came
-    from row order[i]) and the pivot positions (..., block).
+    a permutation until the end (so no step copies the panel to swap two rows): `order`, the
+    row at each position. For each column j, the pivot is the first largest |entry| (NaN
+    counted as inf, as OpenBLAS's idamax) at positions j on (the column read in position
+    order, so ArgMax's first is idamax's); its position is swapped with position j, the
+    multipliers of the rows not yet pivoted are their entries divided by it (a zero pivot
+    skips the column, as getrf; the pivoted rows' are set to 0) and their rank-1 update is
+    subtracted from the columns right of j. Returns the eliminated panels in position order,
+    the order of their rows (..., H, 1) (the row at position i came from row order[i]) and the
+    pivot positions (..., block).
 
     The work is on the panels transposed, (..., block, H): a column is then a contiguous row
     (ONNX Runtime slices an (H, 1) column out of an (H, block) panel element by element, ~20 us
@@ -668,46 +668,42 @@ def _lu_panel(g, panel, dtype: str, block: int, batch, rank: int):
     panel = swap_last(g, panel, rank)
     height = g.Shape(panel, start=-1)
     rows = g.Unsqueeze(range_to(g, g.Squeeze(height, ints(g, [0]))), ints(g, [0]))  # (1, H)
-    order = position = g.Expand(rows, g.Concat(batch, g.Shape(rows), axis=0))
+    rows = g.Expand(rows, g.Concat(batch, g.Shape(rows), axis=0))
+    order = rows
     pivot_index = g.Concat(batch, ints(g, [block, 1]), axis=0)
     one_index = g.Concat(batch, ints(g, [1, 1]), axis=0)
-    head = g.Expand(scalar(0, dtype), g.Concat(batch, ints(g, [1, block]), axis=0))
+    zeros = g.Expand(scalar(0, dtype), g.Concat(batch, ints(g, [1, block]), axis=0))
     zero = scalar(0, dtype)
     columns = np.arange(block)[:, None]
     multipliers, pivot_rows = [], []
     for j in range(block):
         at_j = scalar(j, "int64") if rank == 2 else g.Expand(scalar(j, "int64"), one_index)
         column = g.Slice(panel, ints(g, [j]), ints(g, [j + 1]), ints(g, [-2]))  # (..., 1, H)
-        size = g.Abs(
-            g.Slice(
-                g.GatherElements(column, order, axis=-1),
-                ints(g, [j]),
-                ints(g, [INT64_MAX]),
-                ints(g, [-1]),
-            )
-        )
-        size = g.Where(g.IsNaN(size), scalar(np.inf, dtype), size)
-        at_q = g.Add(g.ArgMax(size, axis=-1, keepdims=1), at_j)  # (..., 1, 1): its position
-        q = g.GatherElements(order, at_q, axis=-1)  # the pivot's row
-        places = g.Concat(at_j, at_q, axis=-1)
-        moved = g.Concat(q, g.GatherElements(order, at_j, axis=-1), axis=-1)
-        order = g.ScatterElements(order, places, moved, axis=-1)
-        position = g.ScatterElements(position, moved, places, axis=-1)
-        row = g.GatherElements(panel, g.Expand(q, pivot_index), axis=-1)  # (..., block, 1)
-        pivot = g.Slice(row, ints(g, [j]), ints(g, [j + 1]), ints(g, [-2]))
-        safe = g.Where(g.Equal(pivot, zero), scalar(1, dtype), pivot)
-        below = g.Slice(
+        unpivoted = g.Slice(
             g.GatherElements(column, order, axis=-1),
-            ints(g, [j + 1]),
+            ints(g, [j]),
             ints(g, [INT64_MAX]),
             ints(g, [-1]),
         )
-        by_position = g.Concat(
-            g.Slice(head, ints(g, [0]), ints(g, [j + 1]), ints(g, [-1])),
-            g.Div(below, safe),
+        size = g.Abs(unpivoted)
+        size = g.Where(g.IsNaN(size), scalar(np.inf, dtype), size)
+        at_q = g.Add(g.ArgMax(size, axis=-1, keepdims=1), at_j)  # (..., 1, 1): its position
+        q = g.GatherElements(order, at_q, axis=-1)  # the pivot's row
+        order = g.ScatterElements(
+            order,
+            g.Concat(at_j, at_q, axis=-1),
+            g.Concat(q, g.GatherElements(order, at_j, axis=-1), axis=-1),
             axis=-1,
         )
-        factors = g.GatherElements(by_position, position, axis=-1)  # 0 for pivoted rows
+        row = g.GatherElements(panel, g.Expand(q, pivot_index), axis=-1)  # (..., block, 1)
+        pivot = g.Slice(row, ints(g, [j]), ints(g, [j + 1]), ints(g, [-2]))
+        safe = g.Where(g.Equal(pivot, zero), scalar(1, dtype), pivot)
+        factors = g.ScatterElements(  # 0 for the pivoted rows
+            g.Div(column, safe),
+            g.Slice(order, ints(g, [0]), ints(g, [j + 1]), ints(g, [-1])),
+            g.Slice(zeros, ints(g, [0]), ints(g, [j + 1]), ints(g, [-1])),
+            axis=-1,
+        )
         if j + 1 < block:
             right = g.Where(constant(g, columns > j, "bool"), row, zero)
             if rank == 2:
@@ -718,6 +714,7 @@ def _lu_panel(g, panel, dtype: str, block: int, batch, rank: int):
         pivot_rows.append(at_q)
     # Row r, pivoted at step position[r] (or not: position >= block), holds U's entries from
     # that column on and the multipliers before it.
+    position = g.ScatterElements(order, order, rows, axis=-1)
     lower = g.Concat(*multipliers, axis=-2) if block > 1 else multipliers[0]
     packed = g.Where(g.LessOrEqual(position, ints(g, columns)), panel, lower)
     packed = g.GatherElements(packed, g.Expand(order, g.Shape(packed)), axis=-1)
