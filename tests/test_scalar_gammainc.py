@@ -6,7 +6,7 @@ import pytest
 import scipy.special as sp
 
 from pt_onnxscript.ops.scalar.gammainc import gammainc, gammaincc, log1pmx
-from pt_onnxscript.testing import compare_onnx_and_py, relative_error
+from pt_onnxscript.testing import compare_onnx_and_py, executed_nodes, relative_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -78,6 +78,18 @@ def test_log1pmx():
         ]
     )
     assert np.allclose(compiled(log1pmx)(x), expected, rtol=1e-14, atol=0)
+
+
+def test_series_stop_at_zero_terms(tmp_path):
+    """log1pmx's series stops for an element whose terms are 0 (x = 0, or put out of the
+    series by a Where, as every gammainc call puts some): Cephes adds zeros up to 500 terms,
+    and such an element held the whole tensor's loop for them. A one-element gammainc ran
+    57,792 nodes (27-67 ms), now ~2,900."""
+    zeros = executed_nodes(log1pmx.to_model_proto(), {"x": np.array([0.0, 0.0])}, tmp_path)
+    assert len(zeros) < 100
+    one = {"a": np.array([2.0]), "x": np.array([1.0])}
+    assert len(executed_nodes(gammainc.to_model_proto(), one, tmp_path)) < 10_000
+    assert compiled(log1pmx)(np.array([0.0, -0.0, 1e-200]))[0] == 0.0
 
 
 @pytest.mark.parametrize(

@@ -114,7 +114,10 @@ def log1pmx(x: DOUBLE[...]) -> DOUBLE[...]:
     xfac = t
     res = zero * t
     n = op18.CastLike(2.0, x)
-    pending = op18.CastLike(series, x)
+    # Once a term is 0 (x = 0, an element Where put out of the series, or x^n underflowing),
+    # so are all after it: Cephes' loop adds zeros up to its 500 terms, and the element stops
+    # here instead of holding the whole tensor's loop for them.
+    pending = op18.CastLike(op18.And(series, op18.Not(op18.Equal(t, zero))), x)
     go = op18.Cast(_any(pending), to=BOOL.dtype)
     while go:
         xfac_new = xfac * -t
@@ -123,9 +126,8 @@ def log1pmx(x: DOUBLE[...]) -> DOUBLE[...]:
         live = op18.Cast(pending, to=BOOL.dtype)
         xfac = op18.Where(live, xfac_new, xfac)
         res = op18.Where(live, res_new, res)
-        pending = op18.CastLike(
-            op18.And(live, op18.Not(op18.Abs(term) < machep * op18.Abs(res_new))), x
-        )
+        converged = op18.Or(op18.Abs(term) < machep * op18.Abs(res_new), op18.Equal(xfac_new, zero))
+        pending = op18.CastLike(op18.And(live, op18.Not(converged)), x)
         pending = op18.Where(n < op18.CastLike(500.0, x), pending, zero)
         n = n + one
         go = op18.Cast(_any(pending), to=BOOL.dtype)
