@@ -5,7 +5,7 @@ import pytensor.tensor as pt
 import pytest
 import scipy.special as sp
 
-from pt_onnxscript.ops.scalar.gammainc import gammainc, gammaincc, log1pmx
+from pt_onnxscript.ops.scalar.gammainc import gammainc, gammaincc, log1pmx, p_or_q
 from pt_onnxscript.testing import compare_onnx_and_py, executed_nodes, relative_error
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -78,6 +78,21 @@ def test_log1pmx():
         ]
     )
     assert np.allclose(compiled(log1pmx)(x), expected, rtol=1e-14, atol=0)
+
+
+def test_p_or_q_is_gammainc_or_gammaincc_bit_for_bit():
+    """p_or_q (gammaincinv's Halley steps) runs each expansion once and picks P or Q per
+    element: the same bits as gammainc and gammaincc, edges included."""
+    edges = np.array([0.0, 1e-300, 0.5, 1.0, 1.05, 1.1, 20.0, 200.0, 1e300, np.inf, np.nan, -1.0])
+    a, x = (
+        np.concatenate([v.ravel(), *parts])
+        for v, parts in zip(np.meshgrid(edges, edges), zip(*REGIONS.values()), strict=True)
+    )
+    session = ort.InferenceSession(p_or_q.to_model_proto().SerializeToString())
+    p, q = compiled(gammainc)(a, x), compiled(gammaincc)(a, x)
+    for on_q in (np.zeros(a.size, bool), np.ones(a.size, bool), np.arange(a.size) % 2 == 1):
+        got = session.run(None, {"a": a, "x": x, "on_q": on_q})[0]
+        np.testing.assert_array_equal(got, np.where(on_q, q, p))
 
 
 def test_series_stop_at_zero_terms(tmp_path):

@@ -492,6 +492,58 @@ def gammainc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
 
 
 @script()
+def p_or_q(a: DOUBLE[...], x: DOUBLE[...], on_q: BOOL[...]) -> DOUBLE[...]:
+    """Q(a, x) where `on_q`, else P(a, x): SciPy's igamc or igam, element by element, each
+    expansion run once for the elements that need it (gammainc runs gammaincc's inside it, so
+    the two side by side ran Q's expansions twice)."""
+    one = op18.CastLike(1.0, a)
+    a, x, special, asymptotic = _domains(a, x)
+    on_q = op18.Expand(on_q, op18.Shape(a))
+    value = op18.Where(
+        on_q, _special_value(a, x, one, one - one), _special_value(a, x, one - one, one)
+    )
+    regular = op18.And(op18.Not(special), op18.Not(asymptotic))
+    large_x = x > op18.CastLike(ONE_POINT_ONE, a)
+    small_x = x <= op18.CastLike(0.5, a)
+    middle_x = op18.Not(op18.Or(large_x, small_x))
+    # Q: 1 - P's series where igamc takes it, else its continued fraction or its own series.
+    q_by_p = op18.Or(
+        op18.And(large_x, x < a),
+        op18.Or(
+            op18.And(small_x, -op18.CastLike(POINT_FOUR, a) / op18.Log(x) < a),
+            op18.And(middle_x, x * op18.CastLike(ONE_POINT_ONE, a) < a),
+        ),
+    )
+    # P: 1 - Q beyond x = max(1, a) (there Q is its continued fraction or its series), else
+    # P's series.
+    p_by_q = op18.And(x > one, x > a)
+    on_p = op18.Not(on_q)
+    # (Bool tensors are chosen by And/Or: ONNX Runtime has no bool Where.)
+    complement = op18.Or(op18.And(on_q, q_by_p), op18.And(on_p, p_by_q))
+    series = op18.And(regular, op18.Or(op18.And(on_q, q_by_p), op18.And(on_p, op18.Not(p_by_q))))
+    fraction = op18.And(
+        op18.And(regular, large_x),
+        op18.Or(op18.And(on_q, op18.Not(q_by_p)), op18.And(on_p, p_by_q)),
+    )
+    q_series = op18.And(op18.And(regular, op18.Not(series)), op18.Not(fraction))
+    sign = op18.Where(on_q, one, -one)
+    result = _temme_asymptotic(op18.Where(asymptotic, a, one), op18.Where(asymptotic, x, one), sign)
+    expansion = _igam_series(op18.Where(series, a, one), op18.Where(series, x, one))
+    expansion = op18.Where(
+        fraction,
+        _igamc_continued_fraction(op18.Where(fraction, a, one), op18.Where(fraction, x, one + one)),
+        expansion,
+    )
+    expansion = op18.Where(
+        q_series,
+        _igamc_series(op18.Where(q_series, a, one), op18.Where(q_series, x, one)),
+        expansion,
+    )
+    result = op18.Where(regular, op18.Where(complement, one - expansion, expansion), result)
+    return op18.Where(special, value, result)
+
+
+@script()
 def gammau(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     """Gamma(a, x), unregularized, as PyTensor's GammaU computes it: Q(a, x) Gamma(a)."""
     q = gammaincc(a, x)

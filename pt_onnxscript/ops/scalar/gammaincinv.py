@@ -15,7 +15,7 @@ from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import inline_in_float64
 from pt_onnxscript.ops.scalar.constants import EULER, INF, NAN
-from pt_onnxscript.ops.scalar.gammainc import _igam_fac, gammainc, gammaincc
+from pt_onnxscript.ops.scalar.gammainc import _igam_fac, p_or_q
 from pt_onnxscript.ops.scalar.math import log1p
 from pt_onnxscript.ops.scalar.special import _lgamma_positive, gamma
 from pt_onnxscript.registry import register_scalar
@@ -240,10 +240,8 @@ def _invert(a: DOUBLE[...], p: DOUBLE[...], q: DOUBLE[...], on_q: BOOL[...]) -> 
     for step in range(3):
         fac = _igam_fac(a, x)
         done = op18.Or(done, op18.Equal(fac, op18.CastLike(0.0, a)))
-        on_p = op18.Not(on_q)
-        lower = gammainc(op18.Where(on_p, a, one), op18.Where(on_p, x, one))
-        upper = gammaincc(op18.Where(on_q, a, one), op18.Where(on_q, x, one))
-        f_fp = op18.Where(on_q, (upper - q) * x / (-fac), (lower - p) * x / fac)
+        value = p_or_q(a, x, on_q)
+        f_fp = op18.Where(on_q, (value - q) * x / (-fac), (value - p) * x / fac)
         fpp_fp = -one + (a - one) / x
         newton = x - f_fp
         halley = x - f_fp / (one - half * f_fp * fpp_fp)
