@@ -68,6 +68,8 @@ SEVERAL_ARGUMENTS = [
     ("gammainc", pt.gammainc, sp.gammainc, [(1e-2, 1e4, True), (1e-2, 1e4, True)]),
     ("gammaincc", pt.gammaincc, sp.gammaincc, [(1e-2, 1e2, True), (1e-2, 1e2, True)]),
     ("gammaincc", pt.gammaincc, sp.gammaincc, [(1e-2, 1e4, True), (1e-2, 1e4, True)]),
+    ("gammaincinv", pt.gammaincinv, sp.gammaincinv, [(1e-2, 1e2, True), (0, 1, False)]),
+    ("gammainccinv", pt.gammainccinv, sp.gammainccinv, [(1e-2, 1e2, True), (0, 1, False)]),
     ("betainc", pt.betainc, sp.betainc, [(1e-2, 1e2, True), (1e-2, 1e2, True), (0, 1, False)]),
     ("betainc", pt.betainc, sp.betainc, [(1, 1e3, True), (1, 1e3, True), (0, 1, False)]),
 ]
