@@ -426,6 +426,22 @@ def _domains(
 
 
 @script()
+def _q_by_p_series(a: DOUBLE[...], x: DOUBLE[...]) -> BOOL[...]:
+    """Where SciPy's igamc takes 1 - P's power series (else, past x = 1.1, Q's continued
+    fraction, and below it Q's own series)."""
+    large_x = x > op18.CastLike(ONE_POINT_ONE, a)
+    small_x = x <= op18.CastLike(0.5, a)
+    middle_x = op18.Not(op18.Or(large_x, small_x))
+    return op18.Or(
+        op18.And(large_x, x < a),
+        op18.Or(
+            op18.And(small_x, -op18.CastLike(POINT_FOUR, a) / op18.Log(x) < a),
+            op18.And(middle_x, x * op18.CastLike(ONE_POINT_ONE, a) < a),
+        ),
+    )
+
+
+@script()
 def gammaincc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     """Q(a, x) = Gamma(a, x) / Gamma(a): SciPy's igamc."""
     zero = op18.CastLike(0.0, a)
@@ -434,15 +450,7 @@ def gammaincc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     value = _special_value(a, x, one, zero)
     regular = op18.Not(special)
     large_x = x > op18.CastLike(ONE_POINT_ONE, a)
-    small_x = x <= op18.CastLike(0.5, a)
-    middle_x = op18.Not(op18.Or(large_x, small_x))
-    p_series = op18.Or(
-        op18.And(large_x, x < a),
-        op18.Or(
-            op18.And(small_x, -op18.CastLike(POINT_FOUR, a) / op18.Log(x) < a),
-            op18.And(middle_x, x * op18.CastLike(ONE_POINT_ONE, a) < a),
-        ),
-    )
+    p_series = _q_by_p_series(a, x)
     fraction = op18.And(large_x, op18.Not(p_series))
     q_series = op18.And(op18.Not(large_x), op18.Not(p_series))
     p_series = op18.And(op18.And(regular, op18.Not(asymptotic)), p_series)
@@ -504,16 +512,8 @@ def p_or_q(a: DOUBLE[...], x: DOUBLE[...], on_q: BOOL[...]) -> DOUBLE[...]:
     )
     regular = op18.And(op18.Not(special), op18.Not(asymptotic))
     large_x = x > op18.CastLike(ONE_POINT_ONE, a)
-    small_x = x <= op18.CastLike(0.5, a)
-    middle_x = op18.Not(op18.Or(large_x, small_x))
     # Q: 1 - P's series where igamc takes it, else its continued fraction or its own series.
-    q_by_p = op18.Or(
-        op18.And(large_x, x < a),
-        op18.Or(
-            op18.And(small_x, -op18.CastLike(POINT_FOUR, a) / op18.Log(x) < a),
-            op18.And(middle_x, x * op18.CastLike(ONE_POINT_ONE, a) < a),
-        ),
-    )
+    q_by_p = _q_by_p_series(a, x)
     # P: 1 - Q beyond x = max(1, a) (there Q is its continued fraction or its series), else
     # P's series.
     p_by_q = op18.And(x > one, x > a)

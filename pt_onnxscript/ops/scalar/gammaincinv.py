@@ -251,51 +251,52 @@ def _invert(a: DOUBLE[...], p: DOUBLE[...], q: DOUBLE[...], on_q: BOOL[...]) -> 
 
 
 @script()
+def _inverse(
+    a: DOUBLE[...],
+    given: DOUBLE[...],
+    p: DOUBLE[...],
+    q: DOUBLE[...],
+    on_q: BOOL[...],
+    at_zero: DOUBLE[...],
+    at_one: DOUBLE[...],
+) -> DOUBLE[...]:
+    """_invert for the probabilities `given` strictly between 0 and 1 (as the pair p, q = 1 -
+    p, and whether to step on Q), `at_zero` and `at_one` at 0 and 1, NaN for NaN, a < 0 and
+    `given` outside [0, 1] (SciPy's domain error)."""
+    zero = op18.CastLike(0.0, a)
+    one = op18.CastLike(1.0, a)
+    half = op18.CastLike(0.5, a)
+    inside = op18.And(given > zero, given < one)
+    x = _invert(
+        op18.Where(inside, a, one), op18.Where(inside, p, half), op18.Where(inside, q, half), on_q
+    )
+    x = op18.Where(op18.Equal(given, zero), at_zero, op18.Where(op18.Equal(given, one), at_one, x))
+    bad = op18.Or(op18.Or(a < zero, given < zero), op18.Or(given > one, op18.IsNaN(a + given)))
+    return op18.Where(bad, op18.CastLike(NAN, a), x)
+
+
+@script()
 def gammaincinv(a: DOUBLE[...], p: DOUBLE[...]) -> DOUBLE[...]:
     """x with P(a, x) = p: SciPy's igami (igamci's on q = 1 - p for p above 0.9)."""
-    zero = op18.CastLike(0.0, a)
     one = op18.CastLike(1.0, a)
     a = op18.Expand(a, op18.Shape(p))
     p = op18.Expand(p, op18.Shape(a))
     on_q = p > op18.CastLike(T_0_9, a)
     q = one - p
     p_used = op18.Where(on_q, one - q, p)
-    inside = op18.And(p > zero, p < one)
-    x = _invert(
-        op18.Where(inside, a, one),
-        op18.Where(inside, p_used, op18.CastLike(0.5, a)),
-        op18.Where(inside, q, op18.CastLike(0.5, a)),
-        on_q,
-    )
-    x = op18.Where(
-        op18.Equal(p, zero), zero, op18.Where(op18.Equal(p, one), op18.CastLike(INF, a), x)
-    )
-    bad = op18.Or(op18.Or(a < zero, p < zero), op18.Or(p > one, op18.IsNaN(a + p)))
-    return op18.Where(bad, op18.CastLike(NAN, a), x)
+    return _inverse(a, p, p_used, q, on_q, one - one, op18.CastLike(INF, a))
 
 
 @script()
 def gammainccinv(a: DOUBLE[...], q: DOUBLE[...]) -> DOUBLE[...]:
     """x with Q(a, x) = q: SciPy's igamci (igami's on p = 1 - q for q above 0.9)."""
-    zero = op18.CastLike(0.0, a)
     one = op18.CastLike(1.0, a)
     a = op18.Expand(a, op18.Shape(q))
     q = op18.Expand(q, op18.Shape(a))
     on_p = q > op18.CastLike(T_0_9, a)
     p = one - q
     q_used = op18.Where(on_p, one - p, q)
-    inside = op18.And(q > zero, q < one)
-    x = _invert(
-        op18.Where(inside, a, one),
-        op18.Where(inside, p, op18.CastLike(0.5, a)),
-        op18.Where(inside, q_used, op18.CastLike(0.5, a)),
-        op18.Not(on_p),
-    )
-    x = op18.Where(
-        op18.Equal(q, zero), op18.CastLike(INF, a), op18.Where(op18.Equal(q, one), zero, x)
-    )
-    bad = op18.Or(op18.Or(a < zero, q < zero), op18.Or(q > one, op18.IsNaN(a + q)))
-    return op18.Where(bad, op18.CastLike(NAN, a), x)
+    return _inverse(a, q, p, q_used, op18.Not(on_p), op18.CastLike(INF, a), one - one)
 
 
 _FUNCTIONS = {psm.GammaIncInv: gammaincinv, psm.GammaIncCInv: gammainccinv}
