@@ -81,8 +81,9 @@ def test_log1pmx():
 
 
 def test_p_or_q_is_gammainc_or_gammaincc_bit_for_bit():
-    """p_or_q (gammaincinv's Halley steps) runs each expansion once and picks P or Q per
-    element: the same bits as gammainc and gammaincc, edges included."""
+    """p_or_q picks P or Q per element (gammaincinv's Halley steps mix them): a mixed mask
+    gives, element by element, the bits of gammainc and gammaincc (its all-P and all-Q
+    ends, which the sweeps above check against SciPy), edges included."""
     edges = np.array([0.0, 1e-300, 0.5, 1.0, 1.05, 1.1, 20.0, 200.0, 1e300, np.inf, np.nan, -1.0])
     a, x = (
         np.concatenate([v.ravel(), *parts])

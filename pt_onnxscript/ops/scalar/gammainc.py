@@ -442,68 +442,11 @@ def _q_by_p_series(a: DOUBLE[...], x: DOUBLE[...]) -> BOOL[...]:
 
 
 @script()
-def gammaincc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
-    """Q(a, x) = Gamma(a, x) / Gamma(a): SciPy's igamc."""
-    zero = op18.CastLike(0.0, a)
-    one = op18.CastLike(1.0, a)
-    a, x, special, asymptotic = _domains(a, x)
-    value = _special_value(a, x, one, zero)
-    regular = op18.Not(special)
-    large_x = x > op18.CastLike(ONE_POINT_ONE, a)
-    p_series = _q_by_p_series(a, x)
-    fraction = op18.And(large_x, op18.Not(p_series))
-    q_series = op18.And(op18.Not(large_x), op18.Not(p_series))
-    p_series = op18.And(op18.And(regular, op18.Not(asymptotic)), p_series)
-    fraction = op18.And(op18.And(regular, op18.Not(asymptotic)), fraction)
-    q_series = op18.And(op18.And(regular, op18.Not(asymptotic)), q_series)
-    a_asymptotic = op18.Where(asymptotic, a, one)
-    result = _temme_asymptotic(
-        a_asymptotic, op18.Where(asymptotic, x, one), one + zero * a_asymptotic
-    )
-    result = op18.Where(
-        p_series,
-        one - _igam_series(op18.Where(p_series, a, one), op18.Where(p_series, x, one)),
-        result,
-    )
-    result = op18.Where(
-        fraction,
-        _igamc_continued_fraction(op18.Where(fraction, a, one), op18.Where(fraction, x, one + one)),
-        result,
-    )
-    result = op18.Where(
-        q_series, _igamc_series(op18.Where(q_series, a, one), op18.Where(q_series, x, one)), result
-    )
-    return op18.Where(special, value, result)
-
-
-@script()
-def gammainc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
-    """P(a, x) = gamma(a, x) / Gamma(a): SciPy's igam (1 - igamc beyond x = max(1, a))."""
-    zero = op18.CastLike(0.0, a)
-    one = op18.CastLike(1.0, a)
-    a, x, special, asymptotic = _domains(a, x)
-    value = _special_value(a, x, zero, one)
-    regular = op18.Not(special)
-    upper = op18.And(op18.And(regular, op18.Not(asymptotic)), op18.And(x > one, x > a))
-    series = op18.And(op18.And(regular, op18.Not(asymptotic)), op18.Not(upper))
-    a_asymptotic = op18.Where(asymptotic, a, one)
-    result = _temme_asymptotic(
-        a_asymptotic, op18.Where(asymptotic, x, one), zero * a_asymptotic - one
-    )
-    result = op18.Where(
-        upper, one - gammaincc(op18.Where(upper, a, one), op18.Where(upper, x, one + one)), result
-    )
-    result = op18.Where(
-        series, _igam_series(op18.Where(series, a, one), op18.Where(series, x, one)), result
-    )
-    return op18.Where(special, value, result)
-
-
-@script()
 def p_or_q(a: DOUBLE[...], x: DOUBLE[...], on_q: BOOL[...]) -> DOUBLE[...]:
     """Q(a, x) where `on_q`, else P(a, x): SciPy's igamc or igam, element by element, each
-    expansion run once for the elements that need it (gammainc runs gammaincc's inside it, so
-    the two side by side ran Q's expansions twice)."""
+    expansion (P's series, Q's continued fraction and series, Temme's) run once for the
+    elements that need it: igam takes 1 - igamc beyond x = max(1, a), igamc 1 - P's series
+    where `_q_by_p_series` says."""
     one = op18.CastLike(1.0, a)
     a, x, special, asymptotic = _domains(a, x)
     on_q = op18.Expand(on_q, op18.Shape(a))
@@ -541,6 +484,18 @@ def p_or_q(a: DOUBLE[...], x: DOUBLE[...], on_q: BOOL[...]) -> DOUBLE[...]:
     )
     result = op18.Where(regular, op18.Where(complement, one - expansion, expansion), result)
     return op18.Where(special, value, result)
+
+
+@script()
+def gammaincc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
+    """Q(a, x) = Gamma(a, x) / Gamma(a): SciPy's igamc."""
+    return p_or_q(a, x, op18.Cast(op18.Constant(value_int=1), to=BOOL.dtype))
+
+
+@script()
+def gammainc(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
+    """P(a, x) = gamma(a, x) / Gamma(a): SciPy's igam (1 - igamc beyond x = max(1, a))."""
+    return p_or_q(a, x, op18.Cast(op18.Constant(value_int=0), to=BOOL.dtype))
 
 
 @script()
