@@ -17,7 +17,7 @@ from pt_onnxscript.ops.common import inline_in_float64
 from pt_onnxscript.ops.scalar.constants import EULER, INF, NAN
 from pt_onnxscript.ops.scalar.gammainc import _igam_fac, p_or_q
 from pt_onnxscript.ops.scalar.math import log1p
-from pt_onnxscript.ops.scalar.special import _lgamma_positive, gamma
+from pt_onnxscript.ops.scalar.special import _lgamma_positive, _some, gamma
 from pt_onnxscript.registry import register_scalar
 
 # find_inverse_s (DiDonato and Morris, equation 32): polevl's coefficients, highest power first.
@@ -119,8 +119,7 @@ def _didonato_sn(a: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
         total = op18.Where(pending, total + new_partial, total)
         pending = op18.And(pending, op18.Not(new_partial < tolerance))
         i = i + one
-        count = op18.ReduceSum(op18.Cast(pending, to=DOUBLE.dtype), keepdims=0)
-        finished = op18.Not(count > op18.CastLike(0.0, a))
+        finished = op18.Not(_some(pending))
         if finished:
             break
     return total
