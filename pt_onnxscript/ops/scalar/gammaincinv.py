@@ -5,7 +5,8 @@ SciPy's Cephes igami/igamci (after Boost): DiDonato and Morris' first approximat
 (ACM TOMS 12(4), 1986, equations 21-25 and 31-36), chosen per element by the same rules, then
 three Halley steps on P (or on Q where the probability passed is above 0.9, as igami hands
 such a p to igamci as q = 1 - p). Every branch is computed for the whole tensor and picked
-by Where; the one loop (the series of equation 36) sees harmless inputs outside its branch.
+by Where; the first approximation's one loop (the series of equation 36) sees harmless
+inputs outside its branch. The Halley steps evaluate P or Q per element (gammainc.p_or_q).
 """
 
 import numpy as np
@@ -235,7 +236,7 @@ def _invert(a: DOUBLE[...], p: DOUBLE[...], q: DOUBLE[...], on_q: BOOL[...]) -> 
     one = op18.CastLike(1.0, a)
     half = op18.CastLike(0.5, a)
     x = _first_guess(a, p, q)
-    done = op18.Not(op18.Equal(a, a))  # all False
+    done = op18.Not(op18.Equal(a, a))  # False but for a NaN a (whose x is NaN anyway)
     for step in range(3):
         fac = _igam_fac(a, x)
         done = op18.Or(done, op18.Equal(fac, op18.CastLike(0.0, a)))
