@@ -291,6 +291,22 @@ def test_gamma_icdf_and_truncated_draws_in_mode_onnx():
     assert_same_distribution(ours, pm.draw(x, draws=2000, random_seed=1), "x")
 
 
+def test_beta_and_student_t_icdf_and_truncated_draws_in_mode_onnx():
+    """icdf of Beta and StudentT is betaincinv (and a truncated beta draws through it): in
+    mode "ONNX" it was an unsupported BetaIncInv."""
+    q = pt.dvector("q")
+    values = np.array([1e-6, 0.1, 0.5, 0.93, 0.999])
+    for dist in (pm.Beta.dist(2.5, 0.7), pm.StudentT.dist(nu=3.5, mu=1.0, sigma=2.0)):
+        out = pm.icdf(dist, q)
+        ours = pytensor.function([q], out, mode="ONNX")(values)
+        np.testing.assert_allclose(ours, pytensor.function([q], out)(values), rtol=1e-12)
+    with pm.Model():
+        x = pm.Truncated("x", pm.Beta.dist(2.0, 5.0), lower=0.1, upper=0.6)
+    ours = pm.draw(x, draws=1000, mode="ONNX", random_seed=1)
+    assert 0.1 <= ours.min() and ours.max() <= 0.6
+    assert_same_distribution(ours, pm.draw(x, draws=1000, random_seed=1), "x")
+
+
 def test_posterior_predictive_in_mode_onnx():
     import arviz as az
 

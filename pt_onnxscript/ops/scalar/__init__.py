@@ -1,11 +1,12 @@
 """Scalar translations, used by Elemwise and Composite, grouped as ``pytensor.scalar`` is:
 basic arithmetic and comparisons, elementary transcendental functions, special functions
-(gamma family, polygamma, incomplete gamma and beta and the gamma's inverses, Bessel) and ScalarLoop."""
+(gamma family, polygamma, incomplete gamma and beta and their inverses, Bessel) and ScalarLoop."""
 
 from pt_onnxscript.ops.scalar import (  # noqa: F401
     basic,
     bessel,
     betainc,
+    betaincinv,
     gammainc,
     gammaincinv,
     loop,

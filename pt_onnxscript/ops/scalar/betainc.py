@@ -317,6 +317,23 @@ def _with_bgrat(
 
 
 @script()
+def tail(
+    a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], y: DOUBLE[...], upper: BOOL[...]
+) -> DOUBLE[...]:
+    """I_x(a, b), or where `upper` its complement I_y(b, a), for 0 < x < 1 and y = 1 - x both
+    given (so the smaller keeps all its digits): incbet's tail below the mean (or in the power
+    series' domain) as it computes it, the other as one minus that. Without betainc's limits
+    and edges, and without incbet's 1 - MACHEP for a tail below MACHEP."""
+    one = op18.CastLike(1.0, a)
+    series = op18.And(b * x <= one, x <= op18.CastLike(SERIES_MAX_X, a))
+    flip = op18.And(op18.Not(series), x > a / (a + b))
+    x1 = op18.Where(flip, y, x)
+    inner = _incbet(op18.Where(flip, b, a), op18.Where(flip, a, b), x1, op18.Where(flip, x, y))
+    inner = op18.Where(op18.Equal(x1, one), one, inner)
+    return _with_bgrat(a, b, x, y, upper, op18.Where(op18.Xor(flip, upper), one - inner, inner))
+
+
+@script()
 def betainc(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     """I_x(a, b), with SciPy's limits: all mass at 0 for a = 0 or b = inf, at 1 for b = 0 or
     a = inf (NaN if both); NaN for a < 0, b < 0 or x outside [0, 1]."""
