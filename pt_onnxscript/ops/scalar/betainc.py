@@ -4,11 +4,13 @@ Cephes' incbet (PyTensor's C backend) chooses, as there, a power series for b x 
 x <= 0.95, otherwise one of two continued fractions after the swap (a, b, x) -> (b, a, 1 - x)
 above the mean a / (a + b); the factor x^a (1 - x)^b / B(a, b) they multiply is Boost's (as in
 SciPy), through Lanczos' approximation, where Cephes' log-gamma differences lose digits for
-large a and b. Where one parameter is below 1 and the other 15 or more, with x within 0.3 of
-1 on the large one's side, incbet's continued fraction stops after its 300 steps short of
-converging (I_0.9999999 (17690, 0.0016) 3.6% low, as in PyTensor's C backend): there it is
-Boost's choice (SciPy's), DiDonato and Morris' asymptotic expansion BGRAT. Everything
-computes in float64 and rounds once to the output dtype.
+large a and b. The continued fractions run until they converge, not Cephes' 300 steps, which
+fall short near the mean once a + b passes ~1e5 (1e-2 off at a, b ~ 1e7, as in PyTensor's C
+backend). Where one parameter is below 1 and the other 15 or more, with x within 0.3 of 1 on
+the large one's side, incbet's continued fraction converges slowly (its 300 steps left
+I_0.9999999 (17690, 0.0016) 3.6% low): there it is Boost's choice (SciPy's), DiDonato and
+Morris' asymptotic expansion BGRAT. Everything computes in float64 and rounds once to the
+output dtype.
 """
 
 from fractions import Fraction
@@ -35,6 +37,9 @@ from pt_onnxscript.registry import register_scalar
 # Boost's switch to log1p for bases near 1, and Cephes' largest x of the power series.
 POWER_TERMS_NEAR_ONE = np.array(0.1)
 SERIES_MAX_X = np.array(0.95)
+# Cephes stops its continued fractions after 300 steps, which do not converge near the mean
+# once a + b passes ~1e5 (1e-2 off for a, b ~ 1e7); Boost allows 1e6. A step costs ~10 us.
+CONTINUED_FRACTION_STEPS = 100000
 
 
 def _bgrat_polynomials(count: int = 30) -> np.ndarray:
@@ -132,7 +137,7 @@ def _continued_fraction(
     a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], second: BOOL[...]
 ) -> DOUBLE[...]:
     """Cephes' incbcf, or incbd where `second` (in z = x / (1 - x)): convergents rescaled past
-    2^52, at most 300 steps.
+    2^52, until converged (at most CONTINUED_FRACTION_STEPS, not Cephes' 300).
 
     The state travels as the rows of one tensor [pkm2, pkm1, qkm2, qkm1, ans, r]: onnxscript 0.7
     binds a loop's results out of order when it carries five values or more."""
@@ -154,7 +159,7 @@ def _continued_fraction(
         axis=0,
     )
     pending = op18.Not(op18.IsNaN(z))
-    for i in range(300):
+    for i in range(CONTINUED_FRACTION_STEPS):
         n = op18.CastLike(i, a)
         k1 = a + n
         k3 = a + two * n
