@@ -2,13 +2,14 @@
 
 Halley's iteration (Newton's far from the root) on log-log scales, safeguarded by a bracket
 (as Cephes' incbi and Boost's ibeta_inv, which SciPy runs, safeguard theirs), on whichever of
-x and y = 1 - x lies in (0, 1/2] (I_{1/2}(a, b) against p tells which), so that one keeps all
-its digits, and on whichever tail is the smaller, p or q = 1 - p (exact for p >= 1/2): the
-tail is a power of its variable near 0, so its logarithm is near linear in the variable's, and
-a step multiplies the variable, keeping a tiny one's digits. A step that leaves the bracket is
-replaced by its geometric bisection. An element stops once a step moves it by less than 1e-7
-relative (the step it takes then lands within rounding of the root: Halley's convergence is
-cubic), at the root, or when it can no longer move; at most 100 steps.
+x and y = 1 - x lies in (0, 1/2], so that one keeps all its digits, and on whichever tail is
+the smaller, p or q = 1 - p (exact for p >= 1/2): the tail is a power of its variable near 0,
+so its logarithm is near linear in the variable's, and a step multiplies the variable,
+keeping a tiny one's digits. The loop's first step tells which variable, from I_{1/2}(a, b)
+against p (so the loop body holds the graph's only betainc). A step that leaves the bracket
+is replaced by its geometric bisection. An element stops once a step moves it by less than
+1e-7 relative (the step it takes then lands within rounding of the root: Halley's
+convergence is cubic), at the root, or when it can no longer move; at most 100 steps.
 
 The first approximation is Cephes' for a, b > 1 (a normal deviate), else the leading term of
 the tail, x^a / (a B(a, b)) or y^b / (b B(a, b)). Edges are SciPy's: 0 at p = 0, 1 at p = 1,
@@ -37,18 +38,15 @@ BRACKET_TOLERANCE = np.array(2.0**-52)
 # The bisection of a bracket (0, hi]: hi scaled down by this, to reach any float64 in ~32 steps.
 BISECT_FROM_ZERO = np.array(2.0**-32)
 ORDINARY_START = np.array(0.25)
+# The orienting first step and at most 100 steps of the iteration.
+MAX_STEPS = 101
 
 
 @script()
-def _first_guess(
-    a: DOUBLE[...],
-    b: DOUBLE[...],
-    p: DOUBLE[...],
-    q: DOUBLE[...],
-    upper: BOOL[...],
-    on_y: BOOL[...],
+def _first_guesses(
+    a: DOUBLE[...], b: DOUBLE[...], p: DOUBLE[...], q: DOUBLE[...], upper: BOOL[...]
 ) -> DOUBLE[...]:
-    """The start of the variable in (0, 1/2] (x, or y where `on_y`): Cephes' incbi's normal
+    """The starts of the variable in (0, 1/2], stacked [x's, y's]: Cephes' incbi's normal
     approximation for a, b > 1, else the leading term of the tail that is the target (q's
     where `upper`), 1/4 where either gives no value in (0, 1/2)."""
     zero = op18.CastLike(0.0, a)
@@ -60,9 +58,8 @@ def _first_guess(
     # I_x(a, b) ~ x^a / (a B(a, b)) near x = 0; I_y(b, a) ~ y^b / (b B(a, b)) near y = 0.
     log_x = (op18.Log(p) + op18.Log(a) + log_beta) / a
     log_y = (op18.Log(q) + op18.Log(b) + log_beta) / b
-    from_x = op18.Where(on_y, -expm1(log_x), op18.Exp(log_x))
-    from_y = op18.Where(on_y, op18.Exp(log_y), -expm1(log_y))
-    from_tail = op18.Where(upper, from_y, from_x)
+    x_from_tail = op18.Where(upper, -expm1(log_y), op18.Exp(log_x))
+    y_from_tail = op18.Where(upper, op18.Exp(log_y), -expm1(log_x))
     # incbi: yp = -ndtri(p), x = a / (a + b exp(d)).
     yp = op18.CastLike(SQRT_2, a) * erfcinv(two * p)
     lgm = (yp * yp - three) / op18.CastLike(6.0, a)
@@ -73,38 +70,43 @@ def _first_guess(
         lgm + op18.CastLike(FIVE_SIXTHS, a) - two / (three * h)
     )
     d = two * d
-    normal = op18.Where(on_y, one / (one + a / b * op18.Exp(-d)), one / (one + b / a * op18.Exp(d)))
-    guess = op18.Where(op18.And(a > one, b > one), normal, from_tail)
-    ordinary = op18.And(guess > zero, guess < half)
-    return op18.Where(ordinary, guess, op18.CastLike(ORDINARY_START, a))
+    normal = op18.And(a > one, b > one)
+    x_guess = op18.Where(normal, one / (one + b / a * op18.Exp(d)), x_from_tail)
+    y_guess = op18.Where(normal, one / (one + a / b * op18.Exp(-d)), y_from_tail)
+    axis = op18.Constant(value_ints=[0])
+    guesses = op18.Concat(op18.Unsqueeze(x_guess, axis), op18.Unsqueeze(y_guess, axis), axis=0)
+    ordinary = op18.And(guesses > zero, guesses < half)
+    return op18.Where(ordinary, guesses, op18.CastLike(ORDINARY_START, a))
 
 
 @script()
 def _solve(
-    a: DOUBLE[...],
-    b: DOUBLE[...],
-    target: DOUBLE[...],
-    upper: BOOL[...],
-    on_y: BOOL[...],
-    start: DOUBLE[...],
+    a: DOUBLE[...], b: DOUBLE[...], target: DOUBLE[...], upper: BOOL[...], starts: DOUBLE[...]
 ) -> DOUBLE[...]:
-    """The variable v in (0, 1/2] (x, or y where `on_y`) at which the tail (I_x(a, b), or
-    I_y(b, a) where `upper`) is `target`: Halley's steps (Newton's where the Newton step is 2
-    or more, or Halley's denominator below 1/2) on log(tail) against log(v), h(w) = sign (log
+    """x at which the tail (I_x(a, b), or I_y(b, a) where `upper`) is `target`.
+
+    The first step evaluates the tail at x = y = 1/2: the root's x is below 1/2 where h (below)
+    is >= 0 there in x's orientation, so the variable v is x, else y; it starts at the guess
+    `starts` holds for it ([x's, y's]). Then Halley's steps (Newton's where the Newton step is
+    2 or more, or Halley's denominator below 1/2) on log(tail) against log(v): h(w) = sign (log
     tail - log target) at w = log v, increasing in w, h'(w) = v density / tail; the bracket
-    (lo, hi] holds the root."""
+    [lo, hi] (from [0, 1/2]) holds the root. The bracket travels as one tensor: onnxscript 0.7
+    binds a loop's results out of order when it carries five values or more."""
     zero = op18.CastLike(0.0, a)
     one = op18.CastLike(1.0, a)
     two = op18.CastLike(2.0, a)
     half = op18.CastLike(0.5, a)
-    sign = op18.Where(op18.Equal(upper, on_y), one, -one)
-    on_y_sign = op18.Where(on_y, -one, one)
+    axis = op18.Constant(value_ints=[0])
     log_target = op18.Log(target)
-    v = start
-    lo = zero * start
-    hi = half + lo
-    pending = op18.Not(op18.IsNaN(start))
-    for step in range(100):
+    v = half + zero * target
+    on_y = op18.Not(op18.Equal(v, v))  # x's orientation first (False; v is no NaN)
+    bracket = op18.Concat(op18.Unsqueeze(zero * v, axis), op18.Unsqueeze(v, axis), axis=0)
+    pending = op18.Not(op18.IsNaN(target))
+    for step in range(MAX_STEPS):
+        first = op18.Equal(step, op18.Constant(value_int=0))
+        lo = bracket[0]
+        hi = bracket[1]
+        sign = op18.Where(op18.Equal(upper, on_y), one, -one)
         other = one - v
         x = op18.Where(on_y, other, v)
         y = op18.Where(on_y, v, other)
@@ -114,6 +116,7 @@ def _solve(
         # 1 + v d(log density)/dv - sign h'.
         slope = _power_terms(a, b, x, y) / (other * value)
         ratio = h / slope
+        on_y_sign = op18.Where(on_y, -one, one)
         curvature = one + on_y_sign * v * ((a - one) / x - (b - one) / y) - sign * slope
         denominator = one - ratio * curvature / two
         halley = op18.And(op18.Abs(ratio) < two, denominator > half)
@@ -130,13 +133,21 @@ def _solve(
         small_step = op18.And(inside, op18.Abs(move) < op18.CastLike(STEP_TOLERANCE, a))
         narrow = hi - lo <= op18.CastLike(BRACKET_TOLERANCE, a) * hi
         stuck = op18.Or(op18.Equal(next_v, v), op18.Equal(next_v, zero))
-        v = op18.Where(op18.And(pending, op18.Not(at_root)), next_v, v)
         done = op18.Or(op18.Or(at_root, small_step), op18.Or(narrow, stuck))
+        # The first step only orients: the bracket stays [0, 1/2] and v takes its start.
+        on_y = op18.Or(on_y, op18.And(first, h < zero))
+        start = op18.Where(on_y, starts[1], starts[0])
+        next_v = op18.Where(first, start, next_v)
+        done = op18.And(done, op18.Or(op18.Not(first), at_root))
+        lo = op18.Where(first, zero, lo)
+        hi = op18.Where(first, half, hi)
+        v = op18.Where(op18.And(pending, op18.Not(at_root)), next_v, v)
         pending = op18.And(pending, op18.Not(done))
+        bracket = op18.Concat(op18.Unsqueeze(lo, axis), op18.Unsqueeze(hi, axis), axis=0)
         finished = op18.Not(_some(pending))
         if finished:
             break
-    return v
+    return op18.Where(on_y, one - v, v)
 
 
 @script()
@@ -160,12 +171,8 @@ def betaincinv(a: DOUBLE[...], b: DOUBLE[...], p: DOUBLE[...]) -> DOUBLE[...]:
     p1 = op18.Where(inside, p, half)
     q1 = one - p1
     upper = p1 > half
-    # The root's x is above 1/2 where I_{1/2}(a, b) < p: then y = 1 - x is the variable.
-    lower_tail = op18.Not(op18.Equal(p1, p1))  # False (p1 is no NaN)
-    on_y = tail(a1, b1, half + zero * p1, half + zero * p1, lower_tail) < p1
-    start = _first_guess(a1, b1, p1, q1, upper, on_y)
-    v = _solve(a1, b1, op18.Where(upper, q1, p1), upper, on_y, start)
-    x = op18.Where(on_y, one - v, v)
+    starts = _first_guesses(a1, b1, p1, q1, upper)
+    x = _solve(a1, b1, op18.Where(upper, q1, p1), upper, starts)
     x = op18.Where(infinite_b, zero, op18.Where(infinite_a, one, x))
     x = op18.Where(op18.Equal(p, zero), zero, op18.Where(op18.Equal(p, one), one, x))
     return op18.Where(valid, x, op18.CastLike(NAN, a))
