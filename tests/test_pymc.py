@@ -276,34 +276,34 @@ def test_draw_and_prior_predictive_in_mode_onnx():
     np.testing.assert_array_equal(again["t"], ours["t"])
 
 
-def test_gamma_icdf_and_truncated_draws_in_mode_onnx():
-    """icdf of the gamma family is gammaincinv (and a truncated gamma draws through it, by
-    the inverse CDF): in mode "ONNX" it was an unsupported GammaIncInv."""
+@pytest.mark.parametrize(
+    "dists, truncated, bounds, rtol",
+    [
+        ([pm.InverseGamma.dist(3.0, 2.0)], pm.Gamma.dist(2.0, 1.0), (1.0, 4.0), 1e-13),
+        (
+            [pm.Beta.dist(2.5, 0.7), pm.StudentT.dist(nu=3.5, mu=1.0, sigma=2.0)],
+            pm.Beta.dist(2.0, 5.0),
+            (0.1, 0.6),
+            1e-12,
+        ),
+    ],
+    ids=["gamma family: gammaincinv", "beta and Student-t: betaincinv"],
+)
+def test_icdf_and_truncated_draws_in_mode_onnx(dists, truncated, bounds, rtol):
+    """icdf of these distributions is an inverse incomplete gamma or beta function (and a
+    truncated one draws through it, by the inverse CDF): in mode "ONNX" they were an
+    unsupported GammaIncInv and BetaIncInv."""
     q = pt.dvector("q")
     values = np.array([1e-6, 0.1, 0.5, 0.93, 0.999])
-    out = pm.icdf(pm.InverseGamma.dist(3.0, 2.0), q)
-    ours = pytensor.function([q], out, mode="ONNX")(values)
-    np.testing.assert_allclose(ours, pytensor.function([q], out)(values), rtol=1e-13)
-    with pm.Model():
-        x = pm.Truncated("x", pm.Gamma.dist(2.0, 1.0), lower=1.0, upper=4.0)
-    ours = pm.draw(x, draws=2000, mode="ONNX", random_seed=1)
-    assert 1.0 <= ours.min() and ours.max() <= 4.0
-    assert_same_distribution(ours, pm.draw(x, draws=2000, random_seed=1), "x")
-
-
-def test_beta_and_student_t_icdf_and_truncated_draws_in_mode_onnx():
-    """icdf of Beta and StudentT is betaincinv (and a truncated beta draws through it): in
-    mode "ONNX" it was an unsupported BetaIncInv."""
-    q = pt.dvector("q")
-    values = np.array([1e-6, 0.1, 0.5, 0.93, 0.999])
-    for dist in (pm.Beta.dist(2.5, 0.7), pm.StudentT.dist(nu=3.5, mu=1.0, sigma=2.0)):
+    for dist in dists:
         out = pm.icdf(dist, q)
         ours = pytensor.function([q], out, mode="ONNX")(values)
-        np.testing.assert_allclose(ours, pytensor.function([q], out)(values), rtol=1e-12)
+        np.testing.assert_allclose(ours, pytensor.function([q], out)(values), rtol=rtol)
+    lower, upper = bounds
     with pm.Model():
-        x = pm.Truncated("x", pm.Beta.dist(2.0, 5.0), lower=0.1, upper=0.6)
+        x = pm.Truncated("x", truncated, lower=lower, upper=upper)
     ours = pm.draw(x, draws=1000, mode="ONNX", random_seed=1)
-    assert 0.1 <= ours.min() and ours.max() <= 0.6
+    assert lower <= ours.min() and ours.max() <= upper
     assert_same_distribution(ours, pm.draw(x, draws=1000, random_seed=1), "x")
 
 
