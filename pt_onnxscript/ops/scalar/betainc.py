@@ -6,10 +6,11 @@ above the mean a / (a + b); the factor x^a (1 - x)^b / B(a, b) they multiply is 
 SciPy), through Lanczos' approximation, where Cephes' log-gamma differences lose digits for
 large a and b. The continued fractions run until they converge, not Cephes' 300 steps, which
 fall short near the mean once a + b passes ~1e5 (1e-2 off at a, b ~ 1e7, as in PyTensor's C
-backend). Where one parameter is below 1 and the other 15 or more, with x within 0.3 of 1 on
-the large one's side, incbet's continued fraction converges slowly (its 300 steps left
-I_0.9999999 (17690, 0.0016) 3.6% low): there it is Boost's choice (SciPy's), DiDonato and
-Morris' asymptotic expansion BGRAT. Everything computes in float64 and rounds once to the
+backend). Where one parameter is below 1 and x within 0.3 of 1 on the other's side (Boost's
+domain of BGRAT, _bgrat_domain), incbet's continued fraction converges slowly (its 300 steps
+left I_0.9999999 (17690, 0.0016) 3.6% low, and I_(1 - 2^-52) (2, 1e-300) 32%): there it is
+Boost's choice (SciPy's), DiDonato and Morris' asymptotic expansion BGRAT, after Boost's step
+of a by 20 (_a_step) below a = 15. Everything computes in float64 and rounds once to the
 output dtype.
 """
 
@@ -65,9 +66,14 @@ def _bgrat_polynomials(count: int = 30) -> np.ndarray:
 
 BGRAT_P = _bgrat_polynomials()
 BGRAT_POWERS = np.arange(float(BGRAT_P.shape[1]))
-# Boost's domain of BGRAT (ibeta_imp): the large parameter from 15, its variable's complement
-# below 0.3, except where the power series serves (below 0.1, with (a y)^b <= 0.7).
+# Boost's domain of BGRAT (ibeta_imp): the large parameter from 15 (above 1, after a step of
+# a by A_STEP), its variable's complement below 0.3, except where the power series serves
+# (below 0.1, with (a y)^b <= 0.7); with both parameters at most 1, b below min(0.2, a) and
+# y^b above 0.9.
 BGRAT_MIN_A = np.array(15.0)
+A_STEP = 20
+BOTH_SMALL_MAX_B = np.array(0.2)
+BOTH_SMALL_MIN_POWER = np.array(0.9)
 BGRAT_MAX_Y = np.array(0.3)
 SERIES_MAX_Y = np.array(0.1)
 SERIES_MAX_POWER = np.array(0.7)
@@ -235,11 +241,14 @@ def _gamma_delta_ratio(z: DOUBLE[...], delta: DOUBLE[...]) -> DOUBLE[...]:
 
 
 @script()
-def _bgrat(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], y: DOUBLE[...]) -> DOUBLE[...]:
-    """I_x(a, b) for a >= 15, 0 < b < 1, x near 1 (y = 1 - x): DiDonato and Morris' asymptotic
-    expansion BGRAT (their equations 9-9.6), as Boost's beta_small_b_large_a_series sums it:
-    term n is prefix p_n(b) J_n, J_n by their recurrence from J_0 = Q(b, u) / h, until a term
-    is below 2^-52 of the sum (at most 29); 0 where h = u^b e^-u / Gamma(b) underflows."""
+def _bgrat(
+    a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], y: DOUBLE[...], s0: DOUBLE[...]
+) -> DOUBLE[...]:
+    """s0 + I_x(a, b) for a >= 15, 0 < b < 1, x near 1 (y = 1 - x): DiDonato and Morris'
+    asymptotic expansion BGRAT (their equations 9-9.6), as Boost's beta_small_b_large_a_series
+    sums it: term n is prefix p_n(b) J_n, J_n by their recurrence from J_0 = Q(b, u) / h, until
+    a term is below 2^-52 of the sum (at most 29); s0 where h = u^b e^-u / Gamma(b)
+    underflows."""
     zero = op18.CastLike(0.0, a)
     one = op18.CastLike(1.0, a)
     two = op18.CastLike(2.0, a)
@@ -251,7 +260,7 @@ def _bgrat(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], y: DOUBLE[...]) -> DO
     usable = h > op18.CastLike(TINY, a)
     prefix = h / _gamma_delta_ratio(a, b) / op18.Pow(t, b)
     j = gammaincc(b, u) / h
-    total = prefix * j
+    total = s0 + prefix * j
     # p_n(b) for n = 0 .. 29 along a last axis.
     powers = op18.Pow(
         op18.Unsqueeze(b, op18.Constant(value_ints=[-1])), op18.CastLike(BGRAT_POWERS, a)
@@ -272,21 +281,42 @@ def _bgrat(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], y: DOUBLE[...]) -> DO
         finished = op18.Not(_some(pending))
         if finished:
             break
-    return op18.Where(usable, total, zero)
+    return op18.Where(usable, total, s0)
+
+
+@script()
+def _a_step(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...], y: DOUBLE[...]) -> DOUBLE[...]:
+    """I_x(a, b) - I_x(a + 20, b): Boost's ibeta_a_step, x^a y^b / (a B(a, b)) times 1 + the
+    sum of 19 terms, term_i = term_{i-1} (a + b + i) x / (a + i + 1)."""
+    one = op18.CastLike(1.0, a)
+    term = one + op18.CastLike(0.0, a) * x
+    total = term
+    for i in range(A_STEP - 1):
+        n = op18.CastLike(i, a)
+        term = term * ((a + b + n) * x / (a + n + one))
+        total = total + term
+    return _power_terms(a, b, x, y) / a * total
 
 
 @script()
 def _bgrat_domain(a: DOUBLE[...], b: DOUBLE[...], y: DOUBLE[...]) -> BOOL[...]:
-    """Whether Boost computes I_x(a, b), y = 1 - x, by BGRAT: 0 < b < 1, a >= 15, y < 0.3,
-    and not y < 0.1 with (a y)^b <= 0.7 (its power series' domain there)."""
+    """Whether Boost computes I_x(a, b), y = 1 - x, by BGRAT (after a step of a by 20 for a <
+    15, _a_step): for a > 1, where 0 < b < 1, y < 0.3, and not y < 0.1 with (a y)^b <= 0.7 (its
+    power series' domain there); for a <= 1, where 0 < b < min(0.2, a), y < 0.3 and y^b > 0.9
+    (what ibeta_imp reaches with both parameters at most 1)."""
     zero = op18.CastLike(0.0, a)
     one = op18.CastLike(1.0, a)
+    near_one = y < op18.CastLike(BGRAT_MAX_Y, a)
     series = op18.And(
         y < op18.CastLike(SERIES_MAX_Y, a),
         op18.Pow(a * y, b) <= op18.CastLike(SERIES_MAX_POWER, a),
     )
-    parameters = op18.And(op18.And(b > zero, b < one), a >= op18.CastLike(BGRAT_MIN_A, a))
-    return op18.And(parameters, op18.And(y < op18.CastLike(BGRAT_MAX_Y, a), op18.Not(series)))
+    large_a = op18.And(op18.And(a > one, b < one), op18.Not(series))
+    below = op18.Min(op18.CastLike(BOTH_SMALL_MAX_B, a), a)
+    small_a = op18.And(
+        op18.And(a <= one, b < below), op18.Pow(y, b) > op18.CastLike(BOTH_SMALL_MIN_POWER, a)
+    )
+    return op18.And(op18.And(b > zero, near_one), op18.Or(large_a, small_a))
 
 
 @script()
@@ -297,14 +327,16 @@ def _with_bgrat(
     y: DOUBLE[...],
     upper: BOOL[...],
     value: DOUBLE[...],
+    on_a: BOOL[...],
+    on_b: BOOL[...],
 ) -> DOUBLE[...]:
     """`value` (I_x(a, b), or I_y(b, a) where `upper`), replaced by BGRAT's in its domain on
-    either side: I_x(a, b) itself for a large, I_y(b, a) for b large (the other tail one
-    minus it). The expansion runs only when some element needs it."""
+    either side (`on_a`: _bgrat_domain(a, b, y); `on_b`: _bgrat_domain(b, a, x)): I_x(a, b)
+    itself for a large, I_y(b, a) for b large (the other tail one minus it). The expansion
+    runs only when some element needs it."""
+    zero = op18.CastLike(0.0, a)
     one = op18.CastLike(1.0, a)
     half = op18.CastLike(0.5, a)
-    on_a = _bgrat_domain(a, b, y)
-    on_b = _bgrat_domain(b, a, x)
     either = op18.Or(on_a, on_b)
     if _some(either):
         # The large parameter first; elsewhere harmless values (a = 16, b = x = y = 1/2).
@@ -312,7 +344,13 @@ def _with_bgrat(
         small = op18.Where(on_b, a, op18.Where(on_a, b, half))
         near_one = op18.Where(on_b, y, op18.Where(on_a, x, half))
         near_zero = op18.Where(on_b, x, op18.Where(on_a, y, half))
-        expanded = _bgrat(large, small, near_one, near_zero)
+        # Below a = 15, Boost steps a up by 20: I_x(a, b) = _a_step + I_x(a + 20, b).
+        step = large < op18.CastLike(BGRAT_MIN_A, a)
+        stepped = _a_step(op18.Where(step, large, half), small, near_one, near_zero)
+        shift = op18.Where(step, op18.CastLike(A_STEP, a), zero)
+        expanded = _bgrat(
+            large + shift, small, near_one, near_zero, op18.Where(step, stepped, zero)
+        )
         result = op18.Where(
             either, op18.Where(op18.Xor(on_b, upper), one - expanded, expanded), value
         )
@@ -330,12 +368,21 @@ def tail(
     series' domain) as it computes it, the other as one minus that. Without betainc's limits
     and edges, and without incbet's 1 - MACHEP for a tail below MACHEP."""
     one = op18.CastLike(1.0, a)
+    half = op18.CastLike(0.5, a)
     series = op18.And(b * x <= one, x <= op18.CastLike(SERIES_MAX_X, a))
     flip = op18.And(op18.Not(series), x > a / (a + b))
-    x1 = op18.Where(flip, y, x)
-    inner = _incbet(op18.Where(flip, b, a), op18.Where(flip, a, b), x1, op18.Where(flip, x, y))
-    inner = op18.Where(op18.Equal(x1, one), one, inner)
-    return _with_bgrat(a, b, x, y, upper, op18.Where(op18.Xor(flip, upper), one - inner, inner))
+    on_a = _bgrat_domain(a, b, y)
+    on_b = _bgrat_domain(b, a, x)
+    # BGRAT's elements enter incbet as I_1/2(1, 1), which its loops finish at once (its
+    # continued fraction converges slowly there, which is why they are BGRAT's).
+    cephes = op18.Not(op18.Or(on_a, on_b))
+    a1 = op18.Where(cephes, op18.Where(flip, b, a), one)
+    b1 = op18.Where(cephes, op18.Where(flip, a, b), one)
+    x1 = op18.Where(cephes, op18.Where(flip, y, x), half)
+    y1 = op18.Where(cephes, op18.Where(flip, x, y), half)
+    inner = op18.Where(op18.Equal(x1, one), one, _incbet(a1, b1, x1, y1))
+    value = op18.Where(op18.Xor(flip, upper), one - inner, inner)
+    return _with_bgrat(a, b, x, y, upper, value, on_a, on_b)
 
 
 @script()
@@ -350,14 +397,18 @@ def betainc(a: DOUBLE[...], b: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     flip = op18.And(op18.Not(series), x > a / (a + b))
     inside = op18.And(x > zero, x < one)
     half = op18.CastLike(0.5, a) + zero * x
-    a1 = op18.Where(flip, b, a)
-    b1 = op18.Where(flip, a, b)
-    x1 = op18.Where(inside, op18.Where(flip, xc, x), half)
-    xc1 = op18.Where(inside, op18.Where(flip, one - xc, xc), half)
+    on_a = _bgrat_domain(a, b, xc)
+    on_b = _bgrat_domain(b, a, x)
+    # BGRAT's elements (see tail) and those outside (0, 1) enter incbet harmlessly.
+    cephes = op18.And(inside, op18.Not(op18.Or(on_a, on_b)))
+    a1 = op18.Where(cephes, op18.Where(flip, b, a), one)
+    b1 = op18.Where(cephes, op18.Where(flip, a, b), one)
+    x1 = op18.Where(cephes, op18.Where(flip, xc, x), half)
+    xc1 = op18.Where(cephes, op18.Where(flip, one - xc, xc), half)
     inner = op18.Where(op18.Equal(x1, one), one, _incbet(a1, b1, x1, xc1))
     result = op18.Where(flip, op18.Where(inner <= epsilon, one - epsilon, one - inner), inner)
     lower_tail = op18.Not(op18.Equal(x1, x1))  # False (x1 is no NaN)
-    result = _with_bgrat(a, b, x, xc, lower_tail, result)
+    result = _with_bgrat(a, b, x, xc, lower_tail, result, on_a, on_b)
     at_zero = op18.Or(op18.Equal(a, zero), op18.IsInf(b))
     at_one = op18.Or(op18.Equal(b, zero), op18.IsInf(a))
     result = op18.Where(at_zero, one, op18.Where(at_one, zero, result))
