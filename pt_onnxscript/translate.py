@@ -199,7 +199,6 @@ def _container(op) -> str:
 _HINTS = {
     "Eig": "complex eigenvalues: ONNX Runtime has no complex dtypes; for a symmetric matrix "
     "use eigh",
-    "Schur": "no ONNX translation yet: it needs a QR-iteration eigensolver",
     "QZ": "no ONNX translation yet: it needs a QZ-iteration eigensolver",
     "TensorInv": "reshape to a matrix and use pt.linalg.inv",
     "TensorSolve": "reshape to a matrix and use pt.linalg.solve",

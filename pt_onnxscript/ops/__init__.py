@@ -18,6 +18,7 @@ from pt_onnxscript.ops import (  # noqa: F401
     random,
     scalar,
     scan,
+    schur,
     shape,
     signal,
     sort,

@@ -1,0 +1,548 @@
+"""The real Schur decomposition A = Z T Z^T (Schur, output='real'), as LAPACK's dgees computes
+it for SciPy: Householder reduction to Hessenberg form (dgehd2, its reflectors accumulated in
+Z), then the double-shift QR algorithm of dlahqr (Francis' shifts, Ahues and Tisseur's
+deflation test, the exceptional shifts every 10 and 20 sweeps without a deflation), each
+converged 2 x 2 block put in standard form by dlanv2 (complex eigenvalues: equal diagonal
+entries and off-diagonal entries of opposite signs; real ones: upper triangular).
+
+One ONNX Loop step per QR sweep or deflation, and within a sweep one step per bulge position:
+the 3 x 3 reflector is applied to three rows and three columns, read by Gather and written
+back by Scatter. The matrices are padded with a zero row and column so that the last,
+2 x 2, reflector of a sweep is a 3 x 3 one acting as the identity on the padding. A batch is
+decomposed one matrix after another (each deflates on its own schedule).
+
+Not dgees's permutation to isolate eigenvalues (dgebal with 'P'), which changes neither the
+eigenvalues nor the structure of T, only, for matrices with isolated eigenvalues, the order in
+which they appear. The Schur form is unique only up to the order of its eigenvalues, the signs
+of Z's columns and, for each complex pair, a choice between two standard forms; rounding can
+tip these choices either way, here as between two LAPACK builds.
+"""
+
+import numpy as np
+
+from pt_onnxscript.ops.common import branch as subgraph_branch
+from pt_onnxscript.ops.common import constant, ints, loop, range_to
+from pt_onnxscript.ops.linalg import float_output_check
+from pt_onnxscript.registry import register, register_blockwise, register_check
+from pt_onnxscript.types import onnx_dtype
+
+try:  # PyTensor 3
+    from pytensor.tensor.linalg.decomposition.schur import Schur
+except ImportError:  # PyTensor 2.38
+    from pytensor.tensor.slinalg import Schur
+
+# dlahqr's exceptional shifts: after KEXSH sweeps without a deflation, and 2 KEXSH.
+KEXSH = 10
+
+
+def _scalar(g, x):
+    """A 1-element int64 vector of the 0-d `x`."""
+    return g.Unsqueeze(x, ints(g, [0]))
+
+
+def _sign_of(g, x, dtype: str):
+    """Fortran's SIGN(1, x): 1 where x >= 0, -1 elsewhere."""
+    return g.Where(
+        g.GreaterOrEqual(x, constant(g, 0, dtype)), constant(g, 1, dtype), constant(g, -1, dtype)
+    )
+
+
+def _hypot(g, x, y, dtype: str):
+    """sqrt(x^2 + y^2) without overflow or underflow (dlapy2)."""
+    zero = constant(g, 0, dtype)
+    big = g.Max(g.Abs(x), g.Abs(y))
+    safe = g.Where(g.Equal(big, zero), constant(g, 1, dtype), big)
+    x, y = g.Div(x, safe), g.Div(y, safe)
+    return g.Mul(big, g.Sqrt(g.Add(g.Mul(x, x), g.Mul(y, y))))
+
+
+def hessenberg(g, a, n, dtype: str):
+    """H = Q^T A Q upper Hessenberg and Q, for the matrix `a` (n, n): one Householder reflector
+    per column k < n - 2 (dgehd2's, with dlarfg's signs), applied to all of H from both sides
+    and to Q from the right as rank-1 updates; zeros below the subdiagonal."""
+    zero, one = constant(g, 0, dtype), constant(g, 1, dtype)
+    rows = range_to(g, n)
+
+    def step(g, k, h, q):
+        column = g.Gather(h, k, axis=1)
+        below = g.Add(k, ints(g, 1))
+        alpha = g.Gather(column, below, axis=0)
+        rest = g.Where(g.Greater(rows, below), column, zero)
+        norm = g.Sqrt(g.ReduceSumSquare(rest, keepdims=0))
+        trivial = g.Equal(norm, zero)
+        beta = g.Neg(g.Mul(_sign_of(g, alpha, dtype), _hypot(g, alpha, norm, dtype)))
+        tau = g.Where(trivial, zero, g.Div(g.Sub(beta, alpha), beta))
+        scale = g.Where(trivial, zero, g.Reciprocal(g.Sub(alpha, beta)))
+        v = g.Where(g.Equal(rows, below), one, g.Mul(rest, scale))
+        tau_v = g.Mul(tau, v)
+        h = g.Sub(h, _outer(g, v, g.MatMul(tau_v, h)))
+        h = g.Sub(h, _outer(g, g.MatMul(h, v), tau_v))
+        q = g.Sub(q, _outer(g, g.MatMul(q, v), tau_v))
+        return [h, q]
+
+    identity = g.EyeLike(g.ConstantOfShape(g.Concat(_scalar(g, n), _scalar(g, n), axis=0)))
+    identity = g.Cast(identity, to=onnx_dtype(dtype))
+    steps = g.Max(g.Sub(n, ints(g, 2)), ints(g, 0))
+    h, q = loop(g, steps, [a, identity], step, "hessenberg")
+    return _hessenberg_part(g, h), q
+
+
+def _hessenberg_part(g, h):
+    """The entries of the matrices `h` on and above the first subdiagonal; zeros below."""
+    return g.Trilu(h, ints(g, -1), upper=1)
+
+
+def _outer(g, u, v):
+    """u v^T for vectors `u` (m) and `v` (n)."""
+    return g.Mul(g.Unsqueeze(u, ints(g, [1])), g.Unsqueeze(v, ints(g, [0])))
+
+
+def _standard_block(g, a, b, c, d, dtype: str):
+    """dlanv2: the 2 x 2 block [[a, b], [c, d]] (0-d values) in standard form, rotated by
+    [[cs, sn], [-sn, cs]]: (a, b, c, d, cs, sn) after. Real eigenvalues make it upper
+    triangular; complex ones give equal diagonal entries and b c < 0. (dlanv2's rescaling of
+    tiny or huge entries is not needed: _hypot does not overflow.)"""
+    zero, one, half = (constant(g, v, dtype) for v in (0, 1, 0.5))
+
+    def sign(x):
+        return _sign_of(g, x, dtype)
+
+    # Real eigenvalues, well apart: make c zero directly.
+    temp = g.Sub(a, d)
+    p = g.Mul(half, temp)
+    bcmax = g.Max(g.Abs(b), g.Abs(c))
+    bcmis = g.Mul(g.Mul(g.Min(g.Abs(b), g.Abs(c)), sign(b)), sign(c))
+    scale = g.Max(g.Abs(p), bcmax)
+    z = g.Add(g.Mul(g.Div(p, scale), p), g.Mul(g.Div(bcmax, scale), bcmis))
+    real = g.GreaterOrEqual(z, constant(g, 4 * np.finfo(dtype).eps, dtype))
+    root = g.Add(p, g.Mul(sign(p), g.Mul(g.Sqrt(scale), g.Sqrt(g.Abs(z)))))
+    real_a = g.Add(d, root)
+    real_d = g.Sub(d, g.Mul(g.Div(bcmax, root), bcmis))
+    tau = _hypot(g, c, root, dtype)
+    real_cs, real_sn = g.Div(root, tau), g.Div(c, tau)
+    # Complex or nearly equal eigenvalues: make the diagonal entries equal.
+    sigma = g.Add(b, c)
+    tau = _hypot(g, sigma, temp, dtype)
+    cs = g.Sqrt(g.Mul(half, g.Add(one, g.Div(g.Abs(sigma), tau))))
+    sn = g.Mul(g.Neg(g.Div(p, g.Mul(tau, cs))), sign(sigma))
+    aa, bb = g.Add(g.Mul(a, cs), g.Mul(b, sn)), g.Sub(g.Mul(b, cs), g.Mul(a, sn))
+    cc, dd = g.Add(g.Mul(c, cs), g.Mul(d, sn)), g.Sub(g.Mul(d, cs), g.Mul(c, sn))
+    b2 = g.Add(g.Mul(bb, cs), g.Mul(dd, sn))
+    c2 = g.Sub(g.Mul(cc, cs), g.Mul(aa, sn))
+    mid = g.Mul(
+        half, g.Add(g.Add(g.Mul(aa, cs), g.Mul(cc, sn)), g.Sub(g.Mul(dd, cs), g.Mul(bb, sn)))
+    )
+    # ... and if they are real after all (b2, c2 of one sign), upper triangular.
+    b_zero, c_zero = g.Equal(b2, zero), g.Equal(c2, zero)
+    split = g.And(g.And(g.Not(c_zero), g.Not(b_zero)), g.Equal(sign(b2), sign(c2)))
+    flip = g.And(g.Not(c_zero), b_zero)
+    sab, sac = g.Sqrt(g.Abs(b2)), g.Sqrt(g.Abs(c2))
+    offset = g.Mul(sign(c2), g.Mul(sab, sac))
+    scale = g.Reciprocal(g.Sqrt(g.Abs(g.Add(b2, c2))))
+    cs1, sn1 = g.Mul(sab, scale), g.Mul(sac, scale)
+    complex_ = [
+        g.Where(split, g.Add(mid, offset), mid),
+        g.Where(split, g.Sub(b2, c2), g.Where(flip, g.Neg(c2), b2)),
+        g.Where(g.Or(split, flip), zero, c2),
+        g.Where(split, g.Sub(mid, offset), mid),
+        g.Where(split, g.Sub(g.Mul(cs, cs1), g.Mul(sn, sn1)), g.Where(flip, g.Neg(sn), cs)),
+        g.Where(split, g.Add(g.Mul(cs, sn1), g.Mul(sn, cs1)), g.Where(flip, cs, sn)),
+    ]
+    real_ = [real_a, g.Sub(b, c), zero, real_d, real_cs, real_sn]
+    general = [g.Where(real, x, y) for x, y in zip(real_, complex_, strict=True)]
+    # dlanv2's first cases: already standard (c = 0, or a = d with b c < 0), or b = 0 (swap).
+    swap = g.Equal(b, zero)
+    opposite = g.And(g.Equal(temp, zero), g.Not(g.Equal(sign(b), sign(c))))
+    keep = g.Or(g.Equal(c, zero), g.And(g.Not(swap), opposite))
+    swapped = [d, g.Neg(c), zero, a, zero, one]
+    kept = [a, b, c, d, one, zero]
+    return [
+        g.Where(keep, x, g.Where(swap, y, z))
+        for x, y, z in zip(kept, swapped, general, strict=True)
+    ]
+
+
+def _entry(g, flat, size, row, column):
+    """Entry (row, column) (0-d int64) of the square matrix of `size` + 1 columns whose
+    entries are `flat`."""
+    return g.Gather(flat, g.Add(g.Mul(row, size), column), axis=0)
+
+
+def _flat_index(g, size, rows, columns, valid=None):
+    """The flat indices of entries (rows, columns) of a square matrix of side `size` (its
+    last row and column the zero padding); the padding's corner where not `valid`."""
+    index = g.Add(g.Mul(rows, size), columns)
+    if valid is None:
+        return index
+    corner = g.Sub(g.Mul(size, size), ints(g, 1))
+    return g.Where(valid, index, corner)
+
+
+def _set_rows(g, x, index, rows):
+    """x with its rows `index` (k) replaced by `rows` (k, n)."""
+    return g.ScatterND(x, g.Unsqueeze(index, ints(g, [1])), rows)
+
+
+def _set_columns(g, x, index, columns):
+    """x (m, n) with its columns `index` (k) replaced by `columns` (m, k)."""
+    shape = g.Concat(g.Shape(x, end=1), g.Shape(index), axis=0)
+    return g.ScatterElements(x, g.Expand(g.Unsqueeze(index, ints(g, [0])), shape), columns, axis=1)
+
+
+def _rotate_both(g, h, z, index, rotation):
+    """h with the rows `index` replaced by rotation @ those rows and then its columns (and z's)
+    by those columns @ rotation^T: the similarity transformation G h G^T."""
+    h = _set_rows(g, h, index, g.MatMul(rotation, g.Gather(h, index, axis=0)))
+    rotation_t = g.Transpose(rotation, perm=[1, 0])
+    h = _set_columns(g, h, index, g.MatMul(g.Gather(h, index, axis=1), rotation_t))
+    z = _set_columns(g, z, index, g.MatMul(g.Gather(z, index, axis=1), rotation_t))
+    return h, z
+
+
+def _matrix_of(g, entries, side: int):
+    """The side x side matrix of the 0-d `entries`, row by row."""
+    flat = g.Concat(*[g.Unsqueeze(e, ints(g, [0])) for e in entries], axis=0)
+    return g.Reshape(flat, ints(g, [side, side]))
+
+
+def _pad(g, x, rows: bool):
+    """x (m, n) with a zero column appended, and a zero row if `rows`."""
+    return g.Pad(x, ints(g, [0, 0, 1 if rows else 0, 1]))
+
+
+def _split_point(g, flat, size, i, tests, dtype: str):
+    """dlahqr's L: the largest k <= i whose subdiagonal entry H[k, k-1] is negligible (an
+    absolute test against smlnum, then Ahues and Tisseur's relative one), 0 if none. `tests`
+    are the flat indices of H[k, k-1], H[k-1, k-1], H[k, k], H[k-1, k], H[k-1, k-2] and
+    H[k+1, k] for k = 1..n-1 (the padding where there is no such entry) and k itself."""
+    smlnum, ulp = tests["smlnum"], constant(g, np.finfo(dtype).eps, dtype)
+    zero = constant(g, 0, dtype)
+    sub, d0, d1, sup, left, below = (
+        g.Abs(g.Gather(flat, tests[name], axis=0))
+        for name in ("sub", "d0", "d1", "sup", "left", "below")
+    )
+    tst = g.Add(d0, d1)
+    tst = g.Where(g.Equal(tst, zero), g.Add(g.Add(tst, left), below), tst)
+    ab, ba = g.Max(sub, sup), g.Min(sub, sup)
+    diff = g.Abs(g.Sub(g.Gather(flat, tests["d0"], axis=0), g.Gather(flat, tests["d1"], axis=0)))
+    aa, bb = g.Max(d1, diff), g.Min(d1, diff)
+    s = g.Add(aa, ab)
+    relative = g.LessOrEqual(
+        g.Mul(ba, g.Div(ab, s)), g.Max(smlnum, g.Mul(ulp, g.Mul(bb, g.Div(aa, s))))
+    )
+    negligible = g.Or(
+        g.LessOrEqual(sub, smlnum), g.And(g.LessOrEqual(sub, g.Mul(ulp, tst)), relative)
+    )
+    k = tests["k"]
+    found = g.Where(g.And(negligible, g.LessOrEqual(k, i)), k, ints(g, 0))
+    return g.ReduceMax(g.Concat(ints(g, [0]), found, axis=0), keepdims=0)
+
+
+def _shifts(g, flat, size, i, low, kdefl, dtype: str):
+    """dlahqr's double shift for the active block low..i: the eigenvalues sr +- si i of its
+    trailing 2 x 2 block (for real ones, twice the one nearer H[i, i]), or an exceptional
+    shift after 2 KEXSH (from the bottom) or KEXSH (from the top) sweeps without deflation."""
+    zero, one, two = (constant(g, v, dtype) for v in (0, 1, 2))
+    one_i = ints(g, 1)
+    up, up2 = g.Sub(i, one_i), g.Sub(i, ints(g, 2))
+
+    def at(row, column):
+        return _entry(g, flat, size, row, column)
+
+    def exceptional(s, corner):
+        h11 = g.Add(g.Mul(constant(g, 0.75, dtype), s), corner)
+        return [h11, g.Mul(constant(g, -0.4375, dtype), s), s, h11]
+
+    bottom = exceptional(g.Add(g.Abs(at(i, up)), g.Abs(at(up, up2))), at(i, i))
+    low1 = g.Add(low, one_i)
+    top = exceptional(
+        g.Add(g.Abs(at(low1, low)), g.Abs(at(g.Add(low, ints(g, 2)), low1))), at(low, low)
+    )
+    francis = [at(up, up), at(up, i), at(i, up), at(i, i)]
+    first = g.Equal(g.Mod(kdefl, ints(g, 2 * KEXSH)), ints(g, 0))
+    second = g.Equal(g.Mod(kdefl, ints(g, KEXSH)), ints(g, 0))
+    h11, h12, h21, h22 = (
+        g.Where(first, x, g.Where(second, y, z))
+        for x, y, z in zip(bottom, top, francis, strict=True)
+    )
+    s = g.Add(g.Add(g.Abs(h11), g.Abs(h12)), g.Add(g.Abs(h21), g.Abs(h22)))
+    null = g.Equal(s, zero)
+    s = g.Where(null, one, s)
+    h11, h12, h21, h22 = (g.Div(x, s) for x in (h11, h12, h21, h22))
+    tr = g.Div(g.Add(h11, h22), two)
+    det = g.Sub(g.Mul(g.Sub(h11, tr), g.Sub(h22, tr)), g.Mul(h12, h21))
+    rtdisc = g.Sqrt(g.Abs(det))
+    complex_ = g.GreaterOrEqual(det, zero)
+    r1, r2 = g.Add(tr, rtdisc), g.Sub(tr, rtdisc)
+    nearer = g.Where(g.LessOrEqual(g.Abs(g.Sub(r1, h22)), g.Abs(g.Sub(r2, h22))), r1, r2)
+    sr = g.Mul(g.Where(complex_, tr, nearer), s)
+    si = g.Where(complex_, g.Mul(rtdisc, s), zero)
+    return g.Where(null, zero, sr), g.Where(null, zero, si)
+
+
+def _start(g, flat, low, i, sr, si, starts, dtype: str):
+    """dlahqr's M: the largest m in low..i-2 where a sweep may start (H[m, m-1] negligible
+    against the first column of (H - s1)(H - s2) there), low if none; and that column, scaled
+    (3). `starts` holds the flat indices of H[m, m], H[m+1, m], H[m, m+1], H[m+1, m+1],
+    H[m+2, m+1], H[m, m-1], H[m-1, m-1] for m = 0..n-3 (the padding where there is none), and
+    m itself."""
+    ulp = constant(g, np.finfo(dtype).eps, dtype)
+    hmm, h10, h01, h11, h21, prev, prev2 = (
+        g.Gather(flat, starts[name], axis=0)
+        for name in ("mm", "m1m", "mm1", "m1m1", "m2m1", "mm_1", "m_1m_1")
+    )
+    shifted = g.Sub(hmm, sr)
+    s = g.Add(g.Add(g.Abs(shifted), g.Abs(si)), g.Abs(h10))
+    h21s = g.Div(h10, s)
+    v1 = g.Add(g.Add(g.Mul(h21s, h01), g.Mul(shifted, g.Div(shifted, s))), g.Mul(si, g.Div(si, s)))
+    v2 = g.Mul(h21s, g.Sub(g.Sub(g.Add(hmm, h11), sr), sr))
+    v3 = g.Mul(h21s, h21)
+    s = g.Add(g.Add(g.Abs(v1), g.Abs(v2)), g.Abs(v3))
+    v1, v2, v3 = g.Div(v1, s), g.Div(v2, s), g.Div(v3, s)
+    lhs = g.Mul(g.Abs(prev), g.Add(g.Abs(v2), g.Abs(v3)))
+    rhs = g.Mul(g.Mul(ulp, g.Abs(v1)), g.Add(g.Add(g.Abs(prev2), g.Abs(hmm)), g.Abs(h11)))
+    m = starts["m"]
+    inside = g.And(g.Greater(m, low), g.LessOrEqual(m, g.Sub(i, ints(g, 2))))
+    found = g.Where(g.And(inside, g.LessOrEqual(lhs, rhs)), m, ints(g, -1))
+    start = g.Max(low, g.ReduceMax(g.Concat(ints(g, [-1]), found, axis=0), keepdims=0))
+    columns = g.Concat(*[g.Unsqueeze(v, ints(g, [0])) for v in (v1, v2, v3)], axis=0)
+    return start, g.Gather(columns, start, axis=1)
+
+
+def _reflector3(g, v, last, dtype: str):
+    """dlarfg on the 3-vector `v` (its third entry taken as 0 where `last`: the 2 x 2 reflector
+    of a sweep's last step): beta, and the reflector I - t1 u u^T (3, 3), u = (1, u2, u3)."""
+    zero, one = constant(g, 0, dtype), constant(g, 1, dtype)
+    alpha, x1, x2 = (g.Gather(v, ints(g, j), axis=0) for j in range(3))
+    x2 = g.Where(last, zero, x2)
+    norm = _hypot(g, x1, x2, dtype)
+    trivial = g.Equal(norm, zero)
+    beta = g.Neg(g.Mul(_sign_of(g, alpha, dtype), _hypot(g, alpha, norm, dtype)))
+    t1 = g.Where(trivial, zero, g.Div(g.Sub(beta, alpha), beta))
+    scale = g.Where(trivial, zero, g.Reciprocal(g.Sub(alpha, beta)))
+    tail = g.Concat(g.Unsqueeze(x1, ints(g, [0])), g.Unsqueeze(x2, ints(g, [0])), axis=0)
+    u = g.Concat(g.Unsqueeze(one, ints(g, [0])), g.Mul(tail, scale), axis=0)
+    reflector = g.Sub(constant(g, np.eye(3), dtype), g.Mul(t1, _outer(g, u, u)))
+    return g.Where(trivial, alpha, beta), t1, reflector
+
+
+def _sweep(g, h, z, low, i, dtype: str, flat, size, tests, starts, kdefl):
+    """One double-shift QR sweep over the active block low..i of the padded h (n+1, n+1), its
+    transformations accumulated in z (n, n+1): the bulge made at the start row m by the
+    first column of (H - s1)(H - s2) is chased down to row i by 3 x 3 reflectors."""
+    sr, si = _shifts(g, flat, size, i, low, kdefl, dtype)
+    start, first = _start(g, flat, low, i, sr, si, starts, dtype)
+    zero = constant(g, 0, dtype)
+    offsets = ints(g, [0, 1, 2])
+    columns = range_to(g, size)
+
+    def step(g, j, h, z):
+        k = g.Add(start, j)
+        before = g.Sub(k, ints(g, 1))
+        index = g.Add(k, offsets)
+        rows = g.Gather(h, index, axis=0)  # (3, n+1)
+        previous = g.Gather(rows, g.Max(before, ints(g, 0)), axis=1)  # column k-1 of them
+        chasing = g.Greater(k, start)
+        v = g.Where(chasing, previous, first)
+        beta, t1, reflector = _reflector3(g, v, g.Equal(k, g.Sub(i, ints(g, 1))), dtype)
+        # Column k-1: the bulge's entries become (beta, 0, 0); at the start row, dlahqr scales
+        # H[m, m-1] by 1 - t1 where m > low (it is negligible: LAPACK's sign flip, safely).
+        one_hot = g.Equal(offsets, ints(g, 0))
+        scaled = g.Where(
+            g.Greater(start, low),
+            g.Where(one_hot, g.Mul(previous, g.Sub(constant(g, 1, dtype), t1)), previous),
+            previous,
+        )
+        fixed = g.Where(chasing, g.Where(one_hot, beta, zero), scaled)
+        updated = g.Where(
+            g.GreaterOrEqual(columns, k),
+            g.MatMul(reflector, rows),
+            g.Where(g.Equal(columns, before), g.Unsqueeze(fixed, ints(g, [1])), rows),
+        )
+        h = _set_rows(g, h, index, updated)
+        h = _set_columns(g, h, index, g.MatMul(g.Gather(h, index, axis=1), reflector))
+        z = _set_columns(g, z, index, g.MatMul(g.Gather(z, index, axis=1), reflector))
+        return [h, z]
+
+    return loop(g, g.Sub(i, start), [h, z], step, "schur_sweep")
+
+
+def _deflate(g, h, z, low, i, flat, size, dtype: str):
+    """h and z after the block low..i (of 1 or 2 rows) splits off at the bottom: a 2 x 2 block
+    is put in standard form (_standard_block), its rotation applied to the rest of h and to
+    z."""
+
+    def pair(g):
+        up = g.Sub(i, ints(g, 1))
+        block = [_entry(g, flat, size, r, c) for r in (up, i) for c in (up, i)]
+        a, b, c, d, cs, sn = _standard_block(g, *block, dtype)
+        index = g.Concat(_scalar(g, up), _scalar(g, i), axis=0)
+        h2, z2 = _rotate_both(g, h, z, index, _matrix_of(g, [cs, sn, g.Neg(sn), cs], 2))
+        pairs = [_scalar(g, x) for x in (up, up, up, i, i, up, i, i)]
+        entries = g.Reshape(g.Concat(*pairs, axis=0), ints(g, [4, 2]))
+        values = g.Concat(*[_scalar(g, x) for x in (a, b, c, d)], axis=0)
+        return [g.ScatterND(h2, entries, values), z2]
+
+    def single(g):
+        return [g.Identity(h), g.Identity(z)]
+
+    float_type = onnx_dtype(dtype)
+    return g.If(
+        g.Equal(low, g.Sub(i, ints(g, 1))),
+        then_branch=subgraph_branch(g, "schur_pair", pair, [float_type, float_type]),
+        else_branch=subgraph_branch(g, "schur_single", single, [float_type, float_type]),
+        _outputs=2,
+    )
+
+
+def _tables(g, n, size, dtype: str):
+    """The flat indices the deflation test and the choice of a sweep's start read (see
+    _split_point and _start), and dlahqr's smlnum."""
+    one = ints(g, 1)
+    k = g.Range(one, n, one)
+    up = g.Sub(k, one)
+    tests = {
+        "k": k,
+        "sub": _flat_index(g, size, k, up),
+        "d0": _flat_index(g, size, up, up),
+        "d1": _flat_index(g, size, k, k),
+        "sup": _flat_index(g, size, up, k),
+        "left": _flat_index(g, size, up, g.Sub(k, ints(g, 2)), g.GreaterOrEqual(k, ints(g, 2))),
+        "below": _flat_index(g, size, g.Add(k, one), k),
+    }
+    m = g.Range(ints(g, 0), g.Max(g.Sub(n, ints(g, 2)), ints(g, 0)), one)
+    m1, m2, before = g.Add(m, one), g.Add(m, ints(g, 2)), g.Sub(m, one)
+    positive = g.GreaterOrEqual(m, one)
+    starts = {
+        "m": m,
+        "mm": _flat_index(g, size, m, m),
+        "m1m": _flat_index(g, size, m1, m),
+        "mm1": _flat_index(g, size, m, m1),
+        "m1m1": _flat_index(g, size, m1, m1),
+        "m2m1": _flat_index(g, size, m2, m1),
+        "mm_1": _flat_index(g, size, m, before, positive),
+        "m_1m_1": _flat_index(g, size, before, before, positive),
+    }
+    ulp = np.finfo(dtype).eps
+    nh = g.Cast(n, to=onnx_dtype(dtype))
+    tests["smlnum"] = g.Mul(constant(g, np.finfo(dtype).tiny / ulp, dtype), nh)
+    return tests, starts
+
+
+def _qr_algorithm(g, h, q, n, dtype: str):
+    """T and Z from the Hessenberg h = Q^T A Q (n, n) by dlahqr's iteration (one Loop step per
+    deflation or sweep, at most 30 max(10, n) sweeps per eigenvalue, as LAPACK's), and whether
+    it failed to converge."""
+    size = g.Add(n, ints(g, 1))
+    h, z = _pad(g, h, rows=True), _pad(g, q, rows=False)
+    tests, starts = _tables(g, n, size, dtype)
+    most = g.Mul(ints(g, 30), g.Max(n, ints(g, 10)))
+    corner = g.Concat(_scalar(g, n), _scalar(g, n), axis=0)
+
+    def step(g, _, h, z, i, sweeps, kdefl):
+        flat = g.Reshape(h, ints(g, [-1]))
+        low = _split_point(g, flat, size, i, tests, dtype)
+        # H[low, low-1] = 0 (the padding's corner (n, n) when low = 0).
+        entry = g.Where(
+            g.Greater(low, ints(g, 0)),
+            g.Concat(_scalar(g, low), _scalar(g, g.Sub(low, ints(g, 1))), axis=0),
+            corner,
+        )
+        h = g.ScatterND(h, g.Unsqueeze(entry, ints(g, [0])), constant(g, [0], dtype))
+        flat = g.Reshape(h, ints(g, [-1]))
+
+        def split(g):
+            h2, z2 = _deflate(g, h, z, low, i, flat, size, dtype)
+            return [h2, z2, g.Sub(low, ints(g, 1)), g.Identity(ints(g, 0)), g.Identity(ints(g, 0))]
+
+        def sweep(g):
+            kdefl2 = g.Add(kdefl, ints(g, 1))
+            h2, z2 = _sweep(g, h, z, low, i, dtype, flat, size, tests, starts, kdefl2)
+            return [h2, z2, g.Identity(i), g.Add(sweeps, ints(g, 1)), kdefl2]
+
+        types = [onnx_dtype(dtype)] * 2 + [onnx_dtype("int64")] * 3
+        h, z, i, sweeps, kdefl = g.If(
+            g.GreaterOrEqual(low, g.Sub(i, ints(g, 1))),
+            then_branch=subgraph_branch(g, "schur_split", split, types),
+            else_branch=subgraph_branch(g, "schur_sweep", sweep, types),
+            _outputs=5,
+        )
+        go_on = g.And(g.GreaterOrEqual(i, ints(g, 0)), g.LessOrEqual(sweeps, most))
+        return [go_on, h, z, i, sweeps, kdefl]
+
+    last = g.Sub(n, ints(g, 1))
+    state = [h, z, last, ints(g, 0), ints(g, 0)]
+    h, z, i, _, _ = loop(
+        g, None, state, step, "schur", condition=g.GreaterOrEqual(last, ints(g, 0))
+    )
+    square = _scalar(g, n)
+    t = g.Slice(h, ints(g, [0, 0]), g.Concat(square, square, axis=0), ints(g, [0, 1]))
+    z = g.Slice(z, ints(g, [0]), square, ints(g, [1]))
+    return _hessenberg_part(g, t), z, g.GreaterOrEqual(i, ints(g, 0))
+
+
+def real_schur(g, a, dtype: str):
+    """T, Z and a failure flag for one matrix `a` (n, n); NaN T and Z where `a` holds a NaN or
+    an infinity (SciPy's check, as PyTensor's perform) or the iteration failed (LAPACK's info
+    > 0)."""
+    n = g.Squeeze(g.Shape(a, start=-1), ints(g, [0]))
+    bad = g.Cast(
+        g.ReduceMax(
+            g.Concat(
+                g.Cast(
+                    g.Reshape(g.Or(g.IsNaN(a), g.IsInf(a)), ints(g, [-1])), to=onnx_dtype("uint8")
+                ),
+                constant(g, [0], "uint8"),
+                axis=0,
+            ),
+            keepdims=0,
+        ),
+        to=onnx_dtype("bool"),
+    )
+    a = g.Where(bad, constant(g, 0, dtype), a)
+    h, q = hessenberg(g, a, n, dtype)
+    t, z, failed = _qr_algorithm(g, h, q, n, dtype)
+    nan = g.Where(g.Or(bad, failed), constant(g, np.nan, dtype), constant(g, 1, dtype))
+    return g.Mul(t, nan), g.Mul(z, nan)
+
+
+@register_check(Schur)
+def _check_schur(node):
+    op = getattr(node.op, "core_op", node.op)
+    if op.output != "real":
+        return (
+            "schur with output='complex': ONNX Runtime has no complex dtypes; output='real' "
+            "gives the real Schur form (2 x 2 blocks for complex eigenvalue pairs)"
+        )
+    if op.sort is not None:
+        return (
+            f"schur with sort={op.sort!r}: reordering the Schur form (LAPACK's trsen) has no "
+            "translation yet; use sort=None"
+        )
+    return float_output_check(node)
+
+
+@register(Schur)
+@register_blockwise(Schur)
+def schur(g, node, a):
+    """Schur(output='real') -> Hessenberg reduction and dlahqr's double-shift QR algorithm,
+    one matrix of a batch after another."""
+    dtype = node.outputs[0].type.dtype
+    var = node.inputs[0]
+    if var.type.dtype != dtype:
+        a = g.Cast(a, to=onnx_dtype(dtype))
+    rank = var.type.ndim
+    if rank == 2:
+        return list(real_schur(g, a, dtype))
+    n = g.Shape(a, start=-1)
+    count = g.ReduceProd(g.Shape(a, end=-2), keepdims=1)
+    matrices = g.Reshape(a, g.Concat(count, n, n, axis=0), allowzero=1)
+    count = g.Squeeze(count, ints(g, [0]))
+
+    def step(g, b):
+        return list(real_schur(g, g.Gather(matrices, b, axis=0), dtype))
+
+    float_type = onnx_dtype(dtype)
+    t, z = loop(g, count, [], step, "schur_batch", stacked=[float_type, float_type])
+    shape = g.Concat(g.Shape(a, end=-2), n, n, axis=0)
+    return [g.Reshape(t, shape, allowzero=1), g.Reshape(z, shape, allowzero=1)]
