@@ -19,14 +19,19 @@ import scipy.linalg
 from pt_onnxscript.testing import compare_onnx_and_py
 
 TOL = {"float64": 1e-12, "float32": 2e-5}
+PYTENSOR_3 = int(pytensor.__version__.split(".")[0]) >= 3
 
 
-def _checks(a, t, z):
-    """What both sides compute to rounding, relative to the matrices' size: the residual, the
-    orthogonality of Z, T below its subdiagonal, T's diagonal."""
-    norm = pt.sqrt(pt.sum(pt.sqr(a), axis=(-2, -1), keepdims=True))
-    scale = pt.maximum(norm, np.finfo(a.dtype).tiny)
-    eye = pt.eye(a.shape[-1], dtype=a.dtype)
+def _checks(a, t, z, empty=True):
+    """What both sides compute to rounding, relative to the matrices' size (their Frobenius
+    norm; the largest entry, which does not overflow, unless the matrices may be `empty`):
+    the residual, the orthogonality of Z, T below its subdiagonal, T's diagonal."""
+    if empty:
+        size = pt.sqrt(pt.sum(pt.sqr(a), axis=(-2, -1), keepdims=True))
+    else:
+        size = pt.max(pt.abs(a), axis=(-2, -1), keepdims=True)
+    scale = pt.maximum(size, np.finfo(t.dtype).tiny)
+    eye = pt.eye(a.shape[-1], dtype=t.dtype)
     return [
         (z @ t @ z.mT - a) / scale,
         z.mT @ z - eye,
@@ -46,7 +51,7 @@ def _assert_standard_form(t, tol):
         assert k + 1 == n - 1 or sub[k + 1] == 0, f"consecutive subdiagonal entries at {k}"
         block = t[k : k + 2, k : k + 2]
         assert abs(block[0, 0] - block[1, 1]) <= tol * np.abs(t).max()
-        assert block[0, 1] * block[1, 0] < 0
+        assert np.sign(block[0, 1]) * np.sign(block[1, 0]) < 0
 
 
 def _schur_fn(dtype="float64"):
@@ -101,6 +106,7 @@ def test_schur_of_hard_matrices(rng):
     tiny entries, a zero matrix, the companion matrix of a polynomial with a repeated root."""
     a = pt.matrix("a")
     t, z = pt.linalg.schur(a)
+    checks = _checks(a, t, z, empty=False)
     u, _ = np.linalg.qr(rng.normal(size=(6, 6)))
     v, _ = np.linalg.qr(rng.normal(size=(6, 6)))
     ill = (u * np.logspace(0, -12, 6)) @ v.T
@@ -110,13 +116,13 @@ def test_schur_of_hard_matrices(rng):
     companion = scipy.linalg.companion(np.poly([1.0, 1.0, 2.0, -3.0, 0.5]))
     cases = [
         np.roll(np.eye(n), 1, axis=0) for n in (3, 4, 8)
-    ] + [ill, singular, jordan, graded, rng.normal(size=(5, 5)) * 1e150,
+    ] + [ill, singular, jordan, graded, rng.normal(size=(5, 5)) * 1e200,
          rng.normal(size=(5, 5)) * 1e-150, np.zeros((4, 4)), companion]  # fmt: skip
     # b = 0 in a 2 x 2 matrix: dlanv2 swaps the eigenvalues (LAPACK's dgebal permutes it first).
     cases.append(np.array([[1.0, 0.0], [3.0, 4.0]]))
     inputs = [[c] for c in cases]
     compare_onnx_and_py(
-        [a], _checks(a, t, z), inputs[0], more_inputs=inputs[1:], atol=1e-12, signed_zeros=False
+        [a], checks, inputs[0], more_inputs=inputs[1:], atol=1e-12, signed_zeros=False
     )
     fn = _schur_fn()
     for value in cases:
@@ -140,11 +146,32 @@ def test_schur_batched_static_and_empty(rng):
     )
 
 
+@pytest.mark.skipif(not PYTENSOR_3, reason="PyTensor 2.38 keeps an integer input's dtype")
+def test_schur_of_integers_is_float64(rng):
+    a = pt.matrix("a", dtype="int64")
+    value = rng.integers(-5, 5, size=(5, 5))
+    t, z = pt.linalg.schur(a)
+    compare_onnx_and_py([a], _checks(a, t, z), [value], atol=1e-12, signed_zeros=False)
+
+
 def test_schur_of_non_finite_input_is_nan():
     """PyTensor's perform returns NaN matrices (SciPy's check_finite would raise)."""
     a = pt.matrix("a")
     cases = [[np.array([[1.0, np.nan], [0.0, 1.0]])], [np.array([[np.inf, 1.0], [2.0, 3.0]])]]
     compare_onnx_and_py([a], list(pt.linalg.schur(a)), cases[0], more_inputs=cases[1:])
+
+
+def test_schur_that_does_not_converge_is_nan(rng, monkeypatch):
+    """LAPACK's info > 0 (no convergence within its bound of sweeps): PyTensor's perform
+    returns NaN matrices. With a bound of 0, the iteration stops after one sweep without a
+    deflation: a matrix that needs none still converges."""
+    from pt_onnxscript.ops import schur
+
+    monkeypatch.setattr(schur, "SWEEPS_PER_EIGENVALUE", 0)
+    fn = _schur_fn()
+    assert all(np.isnan(x).all() for x in fn(rng.normal(size=(4, 4))))
+    triangular = np.triu(rng.normal(size=(4, 4)))
+    np.testing.assert_array_equal(fn(triangular)[0], triangular)
 
 
 @pytest.mark.parametrize(

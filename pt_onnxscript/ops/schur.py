@@ -22,6 +22,7 @@ import numpy as np
 
 from pt_onnxscript.ops.common import branch as subgraph_branch
 from pt_onnxscript.ops.common import constant, ints, loop, range_to
+from pt_onnxscript.ops.decompositions import _non_finite
 from pt_onnxscript.ops.linalg import float_output_check
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.types import onnx_dtype
@@ -33,6 +34,8 @@ except ImportError:  # PyTensor 2.38
 
 # dlahqr's exceptional shifts: after KEXSH sweeps without a deflation, and 2 KEXSH.
 KEXSH = 10
+# dlahqr's bound: at most this many times max(10, n) sweeps for each eigenvalue or pair.
+SWEEPS_PER_EIGENVALUE = 30
 
 
 def _scalar(g, x):
@@ -68,8 +71,10 @@ def hessenberg(g, a, n, dtype: str):
         below = g.Add(k, ints(g, 1))
         alpha = g.Gather(column, below, axis=0)
         rest = g.Where(g.Greater(rows, below), column, zero)
-        norm = g.Sqrt(g.ReduceSumSquare(rest, keepdims=0))
-        trivial = g.Equal(norm, zero)
+        big = g.ReduceMax(g.Abs(rest), keepdims=0)  # scaled, as dnrm2: no overflow
+        trivial = g.Equal(big, zero)
+        safe = g.Where(trivial, one, big)
+        norm = g.Mul(big, g.Sqrt(g.ReduceSumSquare(g.Div(rest, safe), keepdims=0)))
         beta = g.Neg(g.Mul(_sign_of(g, alpha, dtype), _hypot(g, alpha, norm, dtype)))
         tau = g.Where(trivial, zero, g.Div(g.Sub(beta, alpha), beta))
         scale = g.Where(trivial, zero, g.Reciprocal(g.Sub(alpha, beta)))
@@ -163,8 +168,8 @@ def _standard_block(g, a, b, c, d, dtype: str):
 
 
 def _entry(g, flat, size, row, column):
-    """Entry (row, column) (0-d int64) of the square matrix of `size` + 1 columns whose
-    entries are `flat`."""
+    """Entry (row, column) (0-d int64) of the square matrix of side `size` whose entries, row
+    by row, are `flat`."""
     return g.Gather(flat, g.Add(g.Mul(row, size), column), axis=0)
 
 
@@ -210,21 +215,19 @@ def _pad(g, x, rows: bool):
     return g.Pad(x, ints(g, [0, 0, 1 if rows else 0, 1]))
 
 
-def _split_point(g, flat, size, i, tests, dtype: str):
+def _split_point(g, flat, i, tables, dtype: str):
     """dlahqr's L: the largest k <= i whose subdiagonal entry H[k, k-1] is negligible (an
-    absolute test against smlnum, then Ahues and Tisseur's relative one), 0 if none. `tests`
-    are the flat indices of H[k, k-1], H[k-1, k-1], H[k, k], H[k-1, k], H[k-1, k-2] and
-    H[k+1, k] for k = 1..n-1 (the padding where there is no such entry) and k itself."""
-    smlnum, ulp = tests["smlnum"], constant(g, np.finfo(dtype).eps, dtype)
+    absolute test against smlnum, then Ahues and Tisseur's relative one), 0 if none; H is
+    read through the flat indices tables["tests"] (see _tables)."""
+    smlnum, ulp = tables["smlnum"], constant(g, np.finfo(dtype).eps, dtype)
     zero = constant(g, 0, dtype)
-    sub, d0, d1, sup, left, below = (
-        g.Abs(g.Gather(flat, tests[name], axis=0))
-        for name in ("sub", "d0", "d1", "sup", "left", "below")
-    )
+    values = g.Gather(flat, tables["tests"], axis=0)
+    sub, d0, d1, sup, left, below = g.Split(values, axis=0, num_outputs=6, _outputs=6)
+    diff = g.Abs(g.Sub(d0, d1))
+    sub, d0, d1, sup = (g.Abs(x) for x in (sub, d0, d1, sup))
     tst = g.Add(d0, d1)
-    tst = g.Where(g.Equal(tst, zero), g.Add(g.Add(tst, left), below), tst)
+    tst = g.Where(g.Equal(tst, zero), g.Add(g.Add(tst, g.Abs(left)), g.Abs(below)), tst)
     ab, ba = g.Max(sub, sup), g.Min(sub, sup)
-    diff = g.Abs(g.Sub(g.Gather(flat, tests["d0"], axis=0), g.Gather(flat, tests["d1"], axis=0)))
     aa, bb = g.Max(d1, diff), g.Min(d1, diff)
     s = g.Add(aa, ab)
     relative = g.LessOrEqual(
@@ -233,42 +236,37 @@ def _split_point(g, flat, size, i, tests, dtype: str):
     negligible = g.Or(
         g.LessOrEqual(sub, smlnum), g.And(g.LessOrEqual(sub, g.Mul(ulp, tst)), relative)
     )
-    k = tests["k"]
+    k = tables["k"]
     found = g.Where(g.And(negligible, g.LessOrEqual(k, i)), k, ints(g, 0))
-    return g.ReduceMax(g.Concat(ints(g, [0]), found, axis=0), keepdims=0)
+    return g.ReduceMax(g.Concat(ints(g, [[0]]), found, axis=1), keepdims=0)
 
 
-def _shifts(g, flat, size, i, low, kdefl, dtype: str):
+def _shifts(g, flat, i, low, kdefl, tables, dtype: str):
     """dlahqr's double shift for the active block low..i: the eigenvalues sr +- si i of its
     trailing 2 x 2 block (for real ones, twice the one nearer H[i, i]), or an exceptional
-    shift after 2 KEXSH (from the bottom) or KEXSH (from the top) sweeps without deflation."""
+    shift after 2 KEXSH (from the bottom) or KEXSH (from the top) sweeps without deflation.
+    (1-element vectors.)"""
     zero, one, two = (constant(g, v, dtype) for v in (0, 1, 2))
-    one_i = ints(g, 1)
-    up, up2 = g.Sub(i, one_i), g.Sub(i, ints(g, 2))
-
-    def at(row, column):
-        return _entry(g, flat, size, row, column)
-
-    def exceptional(s, corner):
-        h11 = g.Add(g.Mul(constant(g, 0.75, dtype), s), corner)
-        return [h11, g.Mul(constant(g, -0.4375, dtype), s), s, h11]
-
-    bottom = exceptional(g.Add(g.Abs(at(i, up)), g.Abs(at(up, up2))), at(i, i))
-    low1 = g.Add(low, one_i)
-    top = exceptional(
-        g.Add(g.Abs(at(low1, low)), g.Abs(at(g.Add(low, ints(g, 2)), low1))), at(low, low)
+    diagonal = tables["diagonal"]  # flat index of H[j, j] is j (n + 2)
+    francis = g.Gather(flat, g.Add(g.Mul(i, diagonal), tables["francis"]), axis=0)
+    bottom = g.Equal(g.Mod(kdefl, ints(g, 2 * KEXSH)), ints(g, 0))
+    top = g.Equal(g.Mod(kdefl, ints(g, KEXSH)), ints(g, 0))
+    # |H[i, i-1]| + |H[i-1, i-2]| and H[i, i] from the bottom, or |H[l+1, l]| + |H[l+2, l+1]|
+    # and H[l, l] from the top: s and the corner, then (0.75 s + corner, -0.4375 s, s, same).
+    base = g.Where(bottom, i, low)
+    offsets = g.Where(bottom, tables["bottom"], tables["top"])
+    entries = g.Gather(flat, g.Add(g.Mul(base, diagonal), offsets), axis=0)
+    s = g.ReduceSum(g.Mul(g.Abs(entries), constant(g, [1, 1, 0], dtype)), keepdims=1)
+    corner = g.Gather(entries, ints(g, [2]), axis=0)
+    exceptional = g.Add(
+        g.Mul(s, constant(g, [0.75, -0.4375, 1, 0.75], dtype)),
+        g.Mul(corner, constant(g, [1, 0, 0, 1], dtype)),
     )
-    francis = [at(up, up), at(up, i), at(i, up), at(i, i)]
-    first = g.Equal(g.Mod(kdefl, ints(g, 2 * KEXSH)), ints(g, 0))
-    second = g.Equal(g.Mod(kdefl, ints(g, KEXSH)), ints(g, 0))
-    h11, h12, h21, h22 = (
-        g.Where(first, x, g.Where(second, y, z))
-        for x, y, z in zip(bottom, top, francis, strict=True)
-    )
-    s = g.Add(g.Add(g.Abs(h11), g.Abs(h12)), g.Add(g.Abs(h21), g.Abs(h22)))
+    block = g.Where(g.Or(bottom, top), exceptional, francis)
+    s = g.ReduceSum(g.Abs(block), keepdims=1)
     null = g.Equal(s, zero)
     s = g.Where(null, one, s)
-    h11, h12, h21, h22 = (g.Div(x, s) for x in (h11, h12, h21, h22))
+    h11, h12, h21, h22 = g.Split(g.Div(block, s), axis=0, num_outputs=4, _outputs=4)
     tr = g.Div(g.Add(h11, h22), two)
     det = g.Sub(g.Mul(g.Sub(h11, tr), g.Sub(h22, tr)), g.Mul(h12, h21))
     rtdisc = g.Sqrt(g.Abs(det))
@@ -280,88 +278,94 @@ def _shifts(g, flat, size, i, low, kdefl, dtype: str):
     return g.Where(null, zero, sr), g.Where(null, zero, si)
 
 
-def _start(g, flat, low, i, sr, si, starts, dtype: str):
+def _start(g, flat, low, i, sr, si, tables, dtype: str):
     """dlahqr's M: the largest m in low..i-2 where a sweep may start (H[m, m-1] negligible
     against the first column of (H - s1)(H - s2) there), low if none; and that column, scaled
-    (3). `starts` holds the flat indices of H[m, m], H[m+1, m], H[m, m+1], H[m+1, m+1],
-    H[m+2, m+1], H[m, m-1], H[m-1, m-1] for m = 0..n-3 (the padding where there is none), and
-    m itself."""
+    (3). H is read through the flat indices tables["starts"] (see _tables)."""
     ulp = constant(g, np.finfo(dtype).eps, dtype)
-    hmm, h10, h01, h11, h21, prev, prev2 = (
-        g.Gather(flat, starts[name], axis=0)
-        for name in ("mm", "m1m", "mm1", "m1m1", "m2m1", "mm_1", "m_1m_1")
-    )
+    values = g.Gather(flat, tables["starts"], axis=0)
+    hmm, h10, h01, h11, h21, prev, prev2 = g.Split(values, axis=0, num_outputs=7, _outputs=7)
     shifted = g.Sub(hmm, sr)
     s = g.Add(g.Add(g.Abs(shifted), g.Abs(si)), g.Abs(h10))
     h21s = g.Div(h10, s)
     v1 = g.Add(g.Add(g.Mul(h21s, h01), g.Mul(shifted, g.Div(shifted, s))), g.Mul(si, g.Div(si, s)))
     v2 = g.Mul(h21s, g.Sub(g.Sub(g.Add(hmm, h11), sr), sr))
     v3 = g.Mul(h21s, h21)
-    s = g.Add(g.Add(g.Abs(v1), g.Abs(v2)), g.Abs(v3))
-    v1, v2, v3 = g.Div(v1, s), g.Div(v2, s), g.Div(v3, s)
+    columns = g.Concat(v1, v2, v3, axis=0)  # (3, n-2)
+    columns = g.Div(columns, g.ReduceSum(g.Abs(columns), ints(g, [0]), keepdims=1))
+    v1, v2, v3 = g.Split(columns, axis=0, num_outputs=3, _outputs=3)
     lhs = g.Mul(g.Abs(prev), g.Add(g.Abs(v2), g.Abs(v3)))
     rhs = g.Mul(g.Mul(ulp, g.Abs(v1)), g.Add(g.Add(g.Abs(prev2), g.Abs(hmm)), g.Abs(h11)))
-    m = starts["m"]
+    m = tables["m"]
     inside = g.And(g.Greater(m, low), g.LessOrEqual(m, g.Sub(i, ints(g, 2))))
     found = g.Where(g.And(inside, g.LessOrEqual(lhs, rhs)), m, ints(g, -1))
-    start = g.Max(low, g.ReduceMax(g.Concat(ints(g, [-1]), found, axis=0), keepdims=0))
-    columns = g.Concat(*[g.Unsqueeze(v, ints(g, [0])) for v in (v1, v2, v3)], axis=0)
+    start = g.Max(low, g.ReduceMax(g.Concat(ints(g, [[-1]]), found, axis=1), keepdims=0))
     return start, g.Gather(columns, start, axis=1)
 
 
-def _reflector3(g, v, last, dtype: str):
-    """dlarfg on the 3-vector `v` (its third entry taken as 0 where `last`: the 2 x 2 reflector
-    of a sweep's last step): beta, and the reflector I - t1 u u^T (3, 3), u = (1, u2, u3)."""
-    zero, one = constant(g, 0, dtype), constant(g, 1, dtype)
-    alpha, x1, x2 = (g.Gather(v, ints(g, j), axis=0) for j in range(3))
-    x2 = g.Where(last, zero, x2)
-    norm = _hypot(g, x1, x2, dtype)
-    trivial = g.Equal(norm, zero)
-    beta = g.Neg(g.Mul(_sign_of(g, alpha, dtype), _hypot(g, alpha, norm, dtype)))
+def _reflector3(g, v, dtype: str):
+    """dlarfg on the 3-vector `v` = (alpha, x): beta, and the reflector I - t1 u u^T (3, 3) with
+    u = (1, x / (alpha - beta)) that maps v to (beta, 0, 0); the identity, and beta = alpha,
+    where x = 0."""
+    zero = constant(g, 0, dtype)
+    alpha = g.Gather(v, ints(g, 0), axis=0)
+    tail = g.Mul(v, constant(g, [0, 1, 1], dtype))
+    big = g.ReduceMax(g.Abs(v), keepdims=0)
+    safe = g.Where(g.Equal(big, zero), constant(g, 1, dtype), big)
+    norm = g.Mul(big, g.Sqrt(g.ReduceSumSquare(g.Div(v, safe), keepdims=0)))
+    trivial = g.Equal(g.ReduceMax(g.Abs(tail), keepdims=0), zero)
+    beta = g.Mul(
+        norm, g.Where(g.GreaterOrEqual(alpha, zero), constant(g, -1, dtype), constant(g, 1, dtype))
+    )
     t1 = g.Where(trivial, zero, g.Div(g.Sub(beta, alpha), beta))
     scale = g.Where(trivial, zero, g.Reciprocal(g.Sub(alpha, beta)))
-    tail = g.Concat(g.Unsqueeze(x1, ints(g, [0])), g.Unsqueeze(x2, ints(g, [0])), axis=0)
-    u = g.Concat(g.Unsqueeze(one, ints(g, [0])), g.Mul(tail, scale), axis=0)
+    u = g.Add(constant(g, [1, 0, 0], dtype), g.Mul(tail, scale))
     reflector = g.Sub(constant(g, np.eye(3), dtype), g.Mul(t1, _outer(g, u, u)))
     return g.Where(trivial, alpha, beta), t1, reflector
 
 
-def _sweep(g, h, z, low, i, dtype: str, flat, size, tests, starts, kdefl):
+def _sweep(g, h, z, low, i, kdefl, flat, size, tables, dtype: str):
     """One double-shift QR sweep over the active block low..i of the padded h (n+1, n+1), its
     transformations accumulated in z (n, n+1): the bulge made at the start row m by the
-    first column of (H - s1)(H - s2) is chased down to row i by 3 x 3 reflectors."""
-    sr, si = _shifts(g, flat, size, i, low, kdefl, dtype)
-    start, first = _start(g, flat, low, i, sr, si, starts, dtype)
-    zero = constant(g, 0, dtype)
+    first column of (H - s1)(H - s2) is chased down to row i by 3 x 3 reflectors (the last
+    a 2 x 2 one: a third entry of 0)."""
+    sr, si = _shifts(g, flat, i, low, kdefl, tables, dtype)
+    start, first = _start(g, flat, low, i, sr, si, tables, dtype)
+    zero, one = constant(g, 0, dtype), constant(g, 1, dtype)
     offsets = ints(g, [0, 1, 2])
     columns = range_to(g, size)
+    head = constant(g, [True, False, False], "bool")
+    # At the start row, dlahqr scales H[m, m-1] by 1 - t1 where m > low (it is negligible).
+    scaled_head = g.Where(
+        g.Greater(start, low), constant(g, [1, 0, 0], dtype), constant(g, [0, 0, 0], dtype)
+    )
+    # The rows' and columns' indices, for k = 0.
+    row_index = ints(g, [[0], [1], [2]])
+    h_columns = g.Expand(ints(g, [[0, 1, 2]]), g.Concat(_scalar(g, size), ints(g, [3]), axis=0))
+    z_columns = g.Expand(ints(g, [[0, 1, 2]]), g.Concat(g.Shape(z, end=1), ints(g, [3]), axis=0))
 
     def step(g, j, h, z):
+        # The last step's reflector is 2 x 2: the third entry it reads, H[i+1, i-2], is 0.
         k = g.Add(start, j)
         before = g.Sub(k, ints(g, 1))
         index = g.Add(k, offsets)
         rows = g.Gather(h, index, axis=0)  # (3, n+1)
-        previous = g.Gather(rows, g.Max(before, ints(g, 0)), axis=1)  # column k-1 of them
-        chasing = g.Greater(k, start)
-        v = g.Where(chasing, previous, first)
-        beta, t1, reflector = _reflector3(g, v, g.Equal(k, g.Sub(i, ints(g, 1))), dtype)
-        # Column k-1: the bulge's entries become (beta, 0, 0); at the start row, dlahqr scales
-        # H[m, m-1] by 1 - t1 where m > low (it is negligible: LAPACK's sign flip, safely).
-        one_hot = g.Equal(offsets, ints(g, 0))
-        scaled = g.Where(
-            g.Greater(start, low),
-            g.Where(one_hot, g.Mul(previous, g.Sub(constant(g, 1, dtype), t1)), previous),
-            previous,
-        )
-        fixed = g.Where(chasing, g.Where(one_hot, beta, zero), scaled)
+        previous = g.Gather(rows, before, axis=1)  # column k-1 (the padding's for k = 0)
+        chasing = g.Greater(j, ints(g, 0))
+        beta, t1, reflector = _reflector3(g, g.Where(chasing, previous, first), dtype)
+        # Column k-1: the bulge's entries become (beta, 0, 0).
+        scaled = g.Mul(previous, g.Sub(one, g.Mul(t1, scaled_head)))
+        fixed = g.Where(chasing, g.Where(head, beta, zero), scaled)
         updated = g.Where(
             g.GreaterOrEqual(columns, k),
             g.MatMul(reflector, rows),
             g.Where(g.Equal(columns, before), g.Unsqueeze(fixed, ints(g, [1])), rows),
         )
-        h = _set_rows(g, h, index, updated)
-        h = _set_columns(g, h, index, g.MatMul(g.Gather(h, index, axis=1), reflector))
-        z = _set_columns(g, z, index, g.MatMul(g.Gather(z, index, axis=1), reflector))
+        h = g.ScatterND(h, g.Add(row_index, k), updated)
+        new = g.MatMul(g.Gather(h, index, axis=1), reflector)
+        h = g.ScatterElements(h, g.Add(h_columns, k), new, axis=1)
+        new = g.MatMul(g.Gather(z, index, axis=1), reflector)
+        z = g.ScatterElements(z, g.Add(z_columns, k), new, axis=1)
         return [h, z]
 
     return loop(g, g.Sub(i, start), [h, z], step, "schur_sweep")
@@ -395,38 +399,61 @@ def _deflate(g, h, z, low, i, flat, size, dtype: str):
     )
 
 
+def _stack(g, rows):
+    """The equal-length vectors `rows` as the rows of a matrix."""
+    return g.Concat(*[g.Unsqueeze(row, ints(g, [0])) for row in rows], axis=0)
+
+
 def _tables(g, n, size, dtype: str):
-    """The flat indices the deflation test and the choice of a sweep's start read (see
-    _split_point and _start), and dlahqr's smlnum."""
+    """What the iteration reads of the padded H through its flat entries (side `size` = n + 1),
+    made once: for _split_point, k = 1..n-1 and the indices of H[k, k-1], H[k-1, k-1], H[k, k],
+    H[k-1, k], H[k-1, k-2], H[k+1, k] ("tests", 6 x (n - 1)); for _start, m = 0..n-3 and those
+    of H[m, m], H[m+1, m], H[m, m+1], H[m+1, m+1], H[m+2, m+1], H[m, m-1], H[m-1, m-1]
+    ("starts", 7 x (n - 2)) (the padding's corner where there is no such entry); for _shifts,
+    the offsets from H[j, j] (index j (size + 1)) of the trailing 2 x 2 block and of the
+    entries of the exceptional shifts; dlahqr's smlnum."""
     one = ints(g, 1)
     k = g.Range(one, n, one)
     up = g.Sub(k, one)
-    tests = {
-        "k": k,
-        "sub": _flat_index(g, size, k, up),
-        "d0": _flat_index(g, size, up, up),
-        "d1": _flat_index(g, size, k, k),
-        "sup": _flat_index(g, size, up, k),
-        "left": _flat_index(g, size, up, g.Sub(k, ints(g, 2)), g.GreaterOrEqual(k, ints(g, 2))),
-        "below": _flat_index(g, size, g.Add(k, one), k),
-    }
+    tests = [
+        _flat_index(g, size, k, up),
+        _flat_index(g, size, up, up),
+        _flat_index(g, size, k, k),
+        _flat_index(g, size, up, k),
+        _flat_index(g, size, up, g.Sub(k, ints(g, 2)), g.GreaterOrEqual(k, ints(g, 2))),
+        _flat_index(g, size, g.Add(k, one), k),
+    ]
     m = g.Range(ints(g, 0), g.Max(g.Sub(n, ints(g, 2)), ints(g, 0)), one)
     m1, m2, before = g.Add(m, one), g.Add(m, ints(g, 2)), g.Sub(m, one)
     positive = g.GreaterOrEqual(m, one)
-    starts = {
-        "m": m,
-        "mm": _flat_index(g, size, m, m),
-        "m1m": _flat_index(g, size, m1, m),
-        "mm1": _flat_index(g, size, m, m1),
-        "m1m1": _flat_index(g, size, m1, m1),
-        "m2m1": _flat_index(g, size, m2, m1),
-        "mm_1": _flat_index(g, size, m, before, positive),
-        "m_1m_1": _flat_index(g, size, before, before, positive),
-    }
+    starts = [
+        _flat_index(g, size, m, m),
+        _flat_index(g, size, m1, m),
+        _flat_index(g, size, m, m1),
+        _flat_index(g, size, m1, m1),
+        _flat_index(g, size, m2, m1),
+        _flat_index(g, size, m, before, positive),
+        _flat_index(g, size, before, before, positive),
+    ]
+    diagonal = g.Add(size, one)
+    zero = ints(g, [0])
+    row, twice = _scalar(g, size), _scalar(g, g.Add(g.Mul(size, ints(g, 2)), one))
     ulp = np.finfo(dtype).eps
-    nh = g.Cast(n, to=onnx_dtype(dtype))
-    tests["smlnum"] = g.Mul(constant(g, np.finfo(dtype).tiny / ulp, dtype), nh)
-    return tests, starts
+    return {
+        "k": k,
+        "tests": _stack(g, tests),
+        "m": m,
+        "starts": _stack(g, starts),
+        "diagonal": diagonal,
+        # H[i-1, i-1], H[i-1, i], H[i, i-1], H[i, i]
+        "francis": g.Concat(g.Neg(_scalar(g, diagonal)), g.Neg(row), ints(g, [-1]), zero, axis=0),
+        # H[i, i-1], H[i-1, i-2], H[i, i]; H[l+1, l], H[l+2, l+1], H[l, l]
+        "bottom": g.Concat(ints(g, [-1]), g.Neg(_scalar(g, g.Add(diagonal, one))), zero, axis=0),
+        "top": g.Concat(row, twice, zero, axis=0),
+        "smlnum": g.Mul(
+            constant(g, np.finfo(dtype).tiny / ulp, dtype), g.Cast(n, to=onnx_dtype(dtype))
+        ),
+    }
 
 
 def _qr_algorithm(g, h, q, n, dtype: str):
@@ -435,13 +462,13 @@ def _qr_algorithm(g, h, q, n, dtype: str):
     it failed to converge."""
     size = g.Add(n, ints(g, 1))
     h, z = _pad(g, h, rows=True), _pad(g, q, rows=False)
-    tests, starts = _tables(g, n, size, dtype)
-    most = g.Mul(ints(g, 30), g.Max(n, ints(g, 10)))
+    tables = _tables(g, n, size, dtype)
+    most = g.Mul(ints(g, SWEEPS_PER_EIGENVALUE), g.Max(n, ints(g, 10)))
     corner = g.Concat(_scalar(g, n), _scalar(g, n), axis=0)
 
     def step(g, _, h, z, i, sweeps, kdefl):
         flat = g.Reshape(h, ints(g, [-1]))
-        low = _split_point(g, flat, size, i, tests, dtype)
+        low = _split_point(g, flat, i, tables, dtype)
         # H[low, low-1] = 0 (the padding's corner (n, n) when low = 0).
         entry = g.Where(
             g.Greater(low, ints(g, 0)),
@@ -457,7 +484,7 @@ def _qr_algorithm(g, h, q, n, dtype: str):
 
         def sweep(g):
             kdefl2 = g.Add(kdefl, ints(g, 1))
-            h2, z2 = _sweep(g, h, z, low, i, dtype, flat, size, tests, starts, kdefl2)
+            h2, z2 = _sweep(g, h, z, low, i, kdefl2, flat, size, tables, dtype)
             return [h2, z2, g.Identity(i), g.Add(sweeps, ints(g, 1)), kdefl2]
 
         types = [onnx_dtype(dtype)] * 2 + [onnx_dtype("int64")] * 3
@@ -482,24 +509,12 @@ def _qr_algorithm(g, h, q, n, dtype: str):
 
 
 def real_schur(g, a, dtype: str):
-    """T, Z and a failure flag for one matrix `a` (n, n); NaN T and Z where `a` holds a NaN or
-    an infinity (SciPy's check, as PyTensor's perform) or the iteration failed (LAPACK's info
-    > 0)."""
+    """T and Z for one matrix `a` (n, n); NaN T and Z where `a` holds a NaN or an infinity
+    (SciPy's check, as PyTensor's perform) or the iteration does not converge (LAPACK's
+    info > 0)."""
     n = g.Squeeze(g.Shape(a, start=-1), ints(g, [0]))
-    bad = g.Cast(
-        g.ReduceMax(
-            g.Concat(
-                g.Cast(
-                    g.Reshape(g.Or(g.IsNaN(a), g.IsInf(a)), ints(g, [-1])), to=onnx_dtype("uint8")
-                ),
-                constant(g, [0], "uint8"),
-                axis=0,
-            ),
-            keepdims=0,
-        ),
-        to=onnx_dtype("bool"),
-    )
-    a = g.Where(bad, constant(g, 0, dtype), a)
+    bad = _non_finite(g, a)
+    a = g.Where(bad, constant(g, 0, dtype), a)  # a quick, harmless run
     h, q = hessenberg(g, a, n, dtype)
     t, z, failed = _qr_algorithm(g, h, q, n, dtype)
     nan = g.Where(g.Or(bad, failed), constant(g, np.nan, dtype), constant(g, 1, dtype))
