@@ -1,6 +1,6 @@
 """Decompositions side by side in one run: PyTensor's default mode (LAPACK through
 SciPy/NumPy) against the exported model in ONNX Runtime, for expm, QR, eigh, eigvalsh, SVD
-and pinv of general (symmetric for eigh) float64 matrices.
+pinv and the real Schur decomposition of general (symmetric for eigh) float64 matrices.
 
 One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
 
@@ -19,12 +19,15 @@ PYTENSOR_3 = int(pytensor.__version__.split(".")[0]) >= 3
 
 def problems(n, rng):
     """name -> (inputs, outputs, values, how many outputs to compare): eigenvectors and
-    singular vectors are unique only up to sign, so only values are compared there."""
+    singular vectors are unique only up to sign, so only values are compared there; of the
+    Schur form, its diagonal sorted (the eigenvalues' real parts: LAPACK's multishift QR for
+    n >= 75 finds them in another order)."""
     a = pt.matrix("a")
     m = rng.normal(size=(n, n))
     symmetric = m + m.T
     w, v = pt.linalg.eigh(a)
     u, s, vt = pt.linalg.svd(a)
+    t, z = pt.linalg.schur(a)
     if PYTENSOR_3:
         values_only = pt.linalg.eigvalsh(a)
     else:
@@ -38,6 +41,7 @@ def problems(n, rng):
         "eigvalsh": ([a], [values_only], [symmetric], 1),
         "svd": ([a], [s, u, vt], [m], 1),
         "pinv": ([a], [pt.linalg.pinv(a)], [m], 1),
+        "schur": ([a], [pt.sort(pt.diagonal(t)), t, z], [m], 1),
     }
 
 
