@@ -213,3 +213,32 @@ def test_alloc_diag_offsets_axes_and_signed_zeros(rng):
     nodes = [node for node in export_onnx(([m], [grad])).graph.node if "AllocDiag" in node.name]
     assert nodes
     assert not {node.op_type for node in nodes} & {"Div", "Less", "Mul", "Expand"}
+
+
+@pytest.mark.parametrize("mode", ["raise", "wrap", "clip"])
+def test_choose(mode, rng):
+    """np.choose: a broadcast against the choices' shape, out-of-range entries wrapped, clipped
+    or raising (NumPy's ValueError)."""
+    a, choices = pt.lmatrix("a"), pt.tensor3("c")
+    out = pt.choose(a, choices, mode=mode)
+    picks = rng.integers(-4, 7, size=(3, 1)) if mode != "raise" else rng.integers(0, 3, size=(3, 1))
+    fn, _ = compare_onnx_and_py([a, choices], out, [picks, rng.normal(size=(3, 3, 4))])
+    if mode == "raise":
+        with pytest.raises(ValueError, match="invalid entry in choice array"):
+            fn(np.array([[3]]), rng.normal(size=(3, 1, 2)))
+
+
+@pytest.mark.parametrize("inverse", [False, True])
+def test_permute_row_elements(inverse, rng):
+    """A permutation per row, one for every row, and one vector permuted by each row."""
+    x, y = pt.matrix("x"), pt.lmatrix("y")
+    perms = np.stack([rng.permutation(5) for _ in range(3)])
+    compare_onnx_and_py(
+        [x, y], pt.permute_row_elements(x, y, inverse), [rng.normal(size=(3, 5)), perms]
+    )
+    v = pt.lvector("v")
+    compare_onnx_and_py(
+        [x, v], pt.permute_row_elements(x, v, inverse), [rng.normal(size=(3, 5)), perms[0]]
+    )
+    u = pt.vector("u")
+    compare_onnx_and_py([u, y], pt.permute_row_elements(u, y, inverse), [rng.normal(size=5), perms])

@@ -1,4 +1,5 @@
 import numpy as np
+import pytensor
 import pytensor.tensor as pt
 import pytest
 
@@ -81,3 +82,51 @@ def test_unique_of_integers():
     x = pt.vector("x", dtype="int32")
     outs = pt.unique(x, return_index=True, return_inverse=True, return_counts=True)
     compare_onnx_and_py([x], list(outs), [np.array([5, -1, 5, 0, -1], "int32")])
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_unravel_and_ravel_index(order, rng):
+    """unravel_index and ravel_multi_index as NumPy's, with symbolic dims, empty indices and
+    broadcast coordinates."""
+    from pytensor.tensor.extra_ops import ravel_multi_index, unravel_index
+
+    indices, middle = pt.tensor("i", dtype="int32", shape=(None, None)), pt.lscalar("d")
+    cases = [
+        [rng.integers(0, 24, size=(3, 4)).astype("int32"), np.array(3)],
+        [np.zeros((0, 2), "int32"), np.array(3)],
+        [np.full((1, 1), 5, "int32"), np.array(6)],
+    ]
+    coordinates = unravel_index(indices, (2, middle, 4), order=order)
+    compare_onnx_and_py([indices, middle], coordinates, cases[0], more_inputs=cases[1:])
+    i, j, k = pt.lmatrix("i"), pt.lvector("j"), pt.lscalar("k")
+    values = [rng.integers(-3, 6, size=(2, 3)), rng.integers(-2, 5, size=3), np.array(7)]
+    for mode in ("wrap", "clip"):
+        flat = ravel_multi_index((i, j, k), (4, 3, 5), mode=mode, order=order)
+        compare_onnx_and_py([i, j, k], flat, values)
+    flat = ravel_multi_index((i, j, k), (4, 3, 9), order=order)
+    inside = [np.abs(values[0]) % 4, np.abs(values[1]) % 3, np.array(7)]
+    fn, _ = compare_onnx_and_py([i, j, k], flat, inside)
+    with pytest.raises(ValueError, match="invalid entry in coordinates array"):
+        fn(*values)
+
+
+def test_unravel_index_out_of_bounds_raises():
+    from pytensor.tensor.extra_ops import unravel_index
+
+    indices = pt.lvector("i")
+    fn = pytensor.function([indices], unravel_index(indices, (2, 3)), mode="ONNX")
+    np.testing.assert_array_equal(fn(np.array([0, 5]))[1], [0, 2])
+    for bad in ([6], [-1], [0, 7]):
+        with pytest.raises(ValueError, match="index out of bounds in unravel_index"):
+            fn(np.array(bad))
+
+
+def test_bartlett_and_cpu_contiguous(rng):
+    from pytensor.tensor.extra_ops import bartlett, cpu_contiguous
+
+    m = pt.lscalar("m")
+    compare_onnx_and_py(
+        [m], bartlett(m), [np.array(5)], more_inputs=[[np.array(v)] for v in (-2, 0, 1, 2, 12)]
+    )
+    x = pt.matrix("x")
+    compare_onnx_and_py([x], cpu_contiguous(x.T), [rng.normal(size=(3, 2))])

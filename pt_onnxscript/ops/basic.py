@@ -8,15 +8,18 @@ from pytensor.tensor.basic import (
     AllocDiag,
     AllocEmpty,
     ARange,
+    Choose,
     ExtractDiag,
     Eye,
     Join,
     MakeVector,
     Nonzero,
+    PermuteRowElements,
     ScalarFromTensor,
     Split,
     TensorFromScalar,
 )
+from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.ops.common import constant, out_dtype, pad_zeros, raise_if, where
 from pt_onnxscript.registry import register, register_check
@@ -211,3 +214,57 @@ def alloc_diag(g, node, diag):
         axes = [*axes[: op.axis2], last + 2, *axes[op.axis2 :]]
         result = g.Transpose(result, perm=axes)
     return result
+
+
+@register_check(Choose)
+def _check_choose(node):
+    if not isinstance(node.inputs[1].type, TensorType):
+        return "choose with a list of choices of different shapes (a typed list: stack them)"
+    return None
+
+
+@register(Choose)
+def choose(g, node, a, choices):
+    """Choose -> np.choose(a, choices): each element of choices[a] (a broadcast against the
+    choices' shape), by GatherElements along the choices' axis; a wrapped or clipped into
+    [0, n) (mode "wrap", "clip") or checked (mode "raise": NumPy's ValueError)."""
+    n = g.Shape(choices, start=0, end=1)
+    index = g.Cast(a, to=ir.DataType.INT64)
+    zero, one = constant(g, 0, "int64"), constant(g, 1, "int64")
+    count = g.Squeeze(n, constant(g, [0], "int64"))
+    if node.op.mode == "wrap":
+        index = g.Mod(index, g.Max(count, one))
+    elif node.op.mode == "clip":
+        index = g.Max(g.Min(index, g.Sub(count, one)), zero)
+    else:
+        outside = g.Or(g.Less(index, zero), g.GreaterOrEqual(index, count))
+        message = "invalid entry in choice array (choose with mode='raise')"
+        index = raise_if(g, outside, index, ValueError, message)
+    # The output's shape: a's and one choice's, broadcast.
+    shape = g.Shape(
+        g.Add(g.ConstantOfShape(g.Shape(a)), g.ConstantOfShape(g.Shape(choices, start=1)))
+    )
+    first = constant(g, [0], "int64")
+    index = g.Unsqueeze(g.Expand(index, shape), first)
+    picked = g.GatherElements(g.Expand(choices, g.Concat(n, shape, axis=0)), index, axis=0)
+    return g.Squeeze(picked, first)
+
+
+@register(PermuteRowElements)
+def permute_row_elements(g, node, x, y):
+    """PermuteRowElements -> out[..., j] = x[..., y[..., j]] by GatherElements on the last axis
+    (x and y broadcast over the others), or, inverse, out[..., y[..., j]] = x[..., j] by
+    ScatterElements."""
+    batch = g.Shape(
+        g.Add(g.ConstantOfShape(g.Shape(x, end=-1)), g.ConstantOfShape(g.Shape(y, end=-1)))
+    )
+    rows = g.Max(g.Shape(x, start=-1), g.Shape(y, start=-1))
+    full = g.Concat(batch, rows, axis=0)
+    index = g.Cast(y, to=ir.DataType.INT64)
+    if node.op.inverse:
+        values = g.Expand(x, full)
+        empty = g.Expand(constant(g, 0, node.outputs[0].type.dtype), full)
+        return g.ScatterElements(empty, g.Expand(index, full), values, axis=-1)
+    data = g.Expand(x, g.Concat(batch, g.Shape(x, start=-1), axis=0))
+    index = g.Expand(index, g.Concat(batch, g.Shape(y, start=-1), axis=0))
+    return g.Expand(g.GatherElements(data, index, axis=-1), full)

@@ -1,17 +1,22 @@
-"""CumOp, Repeat, SearchsortedOp, Unique, FillDiagonal, FillDiagonalOffset."""
+"""CumOp, Repeat, SearchsortedOp, Unique, FillDiagonal, FillDiagonalOffset, UnravelIndex,
+RavelMultiIndex, Bartlett, CpuContiguous."""
 
 import numpy as np
 import onnx_ir as ir
 from pytensor.tensor.extra_ops import (
+    Bartlett,
+    CpuContiguous,
     CumOp,
     FillDiagonal,
     FillDiagonalOffset,
+    RavelMultiIndex,
     Repeat,
     SearchsortedOp,
     Unique,
+    UnravelIndex,
 )
 
-from pt_onnxscript.ops.common import constant, loop, where
+from pt_onnxscript.ops.common import constant, loop, raise_if, where
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.translate import TranslationError
@@ -185,3 +190,101 @@ def unique(g, node, x):
     wanted += [inverse] if op.return_inverse else []
     wanted += [counts] if op.return_counts else []
     return wanted
+
+
+@register(CpuContiguous)
+def cpu_contiguous(g, node, x):
+    """CpuContiguous -> Identity: ONNX values have no memory layout."""
+    return g.Identity(x)
+
+
+@register(Bartlett)
+def bartlett(g, node, m):
+    """Bartlett -> np.bartlett(M): n = arange(1 - M, M, 2), 1 + n / (M - 1) where n <= 0, else
+    1 - n / (M - 1); [1.0] for M = 1, empty for M < 1."""
+    m = g.Cast(m, to=ir.DataType.INT64)
+    n = g.Cast(
+        g.Range(g.Sub(constant(g, 1, "int64"), m), m, constant(g, 2, "int64")),
+        to=ir.DataType.DOUBLE,
+    )
+    one = constant(g, 1, "float64")
+    scale = g.Sub(g.Cast(m, to=ir.DataType.DOUBLE), one)
+    ratio = g.Div(n, scale)
+    window = g.Where(
+        g.LessOrEqual(n, constant(g, 0, "float64")), g.Add(one, ratio), g.Sub(one, ratio)
+    )
+    return g.Where(g.Equal(m, constant(g, 1, "int64")), g.Expand(one, g.Shape(n)), window)
+
+
+def _strides(count: int, order: str):
+    """Which dims multiply into each axis's stride: those after it (C order) or before (F)."""
+    return [range(k + 1, count) if order == "C" else range(k) for k in range(count)]
+
+
+def _dims(g, dims, count: int):
+    """The `count` entries of the int vector `dims`, as 0-d int64 values."""
+    dims = g.Cast(dims, to=ir.DataType.INT64)
+    return [g.Gather(dims, constant(g, k, "int64"), axis=0) for k in range(count)]
+
+
+def _product(g, values):
+    """The product of the 0-d int64 `values` (1 for none)."""
+    if not values:
+        return constant(g, 1, "int64")
+    result, *rest = values
+    for value in rest:
+        result = g.Mul(result, value)
+    return result
+
+
+@register(UnravelIndex)
+def unravel_index(g, node, indices, dims):
+    """UnravelIndex -> the coordinates (index // stride) % dim for each axis (strides the
+    products of the later dims, or of the earlier ones in F order); NumPy's ValueError where an
+    index is outside [0, prod(dims))."""
+    count = len(node.outputs)
+    sizes = _dims(g, dims, count)
+    index = g.Cast(indices, to=ir.DataType.INT64)
+    zero = constant(g, 0, "int64")
+    outside = g.Or(g.Less(index, zero), g.GreaterOrEqual(index, _product(g, sizes)))
+    message = "index out of bounds in unravel_index: each index must be in [0, prod(dims))"
+    index = raise_if(g, outside, index, ValueError, message)
+    one = constant(g, 1, "int64")
+    coordinates = []
+    for k, later in enumerate(_strides(count, node.op.order)):
+        # Max(.., 1): no division by a zero dim (its indices are all out of bounds and raise)
+        stride = g.Max(_product(g, [sizes[j] for j in later]), one)
+        coordinates.append(g.Mod(g.Div(index, stride), g.Max(sizes[k], one)))
+    return coordinates
+
+
+@register(RavelMultiIndex)
+def ravel_multi_index(g, node, *inputs):
+    """RavelMultiIndex -> the sum of each coordinate times its stride, the coordinates first
+    wrapped or clipped into [0, dim) (mode "wrap", "clip") or checked (mode "raise": NumPy's
+    ValueError for one outside)."""
+    *multi_index, dims = inputs
+    count = len(multi_index)
+    sizes = _dims(g, dims, count)
+    zero, one = constant(g, 0, "int64"), constant(g, 1, "int64")
+    coordinates, outside = [], []
+    for coordinate, size in zip(multi_index, sizes, strict=True):
+        coordinate = g.Cast(coordinate, to=ir.DataType.INT64)
+        if node.op.mode == "wrap":
+            coordinate = g.Mod(coordinate, g.Max(size, one))
+        elif node.op.mode == "clip":
+            coordinate = g.Max(g.Min(coordinate, g.Sub(size, one)), zero)
+        else:
+            outside.append(g.Or(g.Less(coordinate, zero), g.GreaterOrEqual(coordinate, size)))
+        coordinates.append(coordinate)
+    strides = _strides(count, node.op.order)
+    flat, *terms = (
+        g.Mul(coordinate, _product(g, [sizes[j] for j in k]))
+        for k, coordinate in zip(strides, coordinates, strict=True)
+    )
+    for term in terms:
+        flat = g.Add(flat, term)
+    if outside:
+        message = "invalid entry in coordinates array (ravel_multi_index with mode='raise')"
+        flat = raise_if(g, outside, flat, ValueError, message)
+    return flat
