@@ -202,6 +202,13 @@ _HINTS = {
     "QZ": "no ONNX translation yet: it needs a QZ-iteration eigensolver",
     "TensorInv": "reshape to a matrix and use pt.linalg.inv",
     "TensorSolve": "reshape to a matrix and use pt.linalg.solve",
+    "Fourier": "complex output: ONNX Runtime has no complex dtypes; use pt.fft.rfft, whose "
+    "real and imaginary parts are a real axis",
+    **dict.fromkeys(
+        ["MinimizeOp", "MinimizeScalarOp", "RootOp", "RootScalarOp"],
+        "it runs SciPy's optimizer in Python: solve outside the model and feed the solution "
+        "as an input",
+    ),
 }
 
 

@@ -289,6 +289,15 @@ def test_unsupported_ops_say_which_inner_graph_holds_them_and_give_hints():
     assert "for a symmetric matrix use eigh" in message
 
 
+def test_scipy_optimizers_are_refused_with_the_way_out():
+    optimize = pytest.importorskip("pytensor.tensor.optimize")
+    x = pt.scalar("x")
+    y = x.type("y")
+    solution, _ = optimize.minimize((y - x) ** 2, y)
+    with pytest.raises(UnsupportedOpError, match="MinimizeOp.*feed the solution as an input"):
+        export_onnx(([x, y], [solution]))
+
+
 def test_non_tensor_input_is_a_type_error_naming_it():
     z = pt.vector("z", dtype="complex128")
     with pytest.raises(TypeError, match="z.*complex128"):
