@@ -76,7 +76,7 @@ def test_large_systems_by_the_schur_form_like_scipy(static, rng):
     """Above KRONECKER_MOST unknowns, the real Schur form of the smaller matrix: square and
     lopsided systems both ways round (B's complex eigenvalue pairs make 2 x 2 blocks), and the
     continuous Lyapunov equation; no size limit (70 x 70, 4,900 unknowns, was refused)."""
-    sizes = [(40, 30), (30, 40), (400, 3), (70, 70)]
+    sizes = [(30, 40), (400, 3), (70, 70)]
     for m, n in sizes if static else sizes[:1]:
         shapes = [(m, m), (n, n), (m, n)]
         if static:
@@ -84,7 +84,7 @@ def test_large_systems_by_the_schur_form_like_scipy(static, rng):
         else:
             a, b, c = pt.matrix("a"), pt.matrix("b"), pt.matrix("c")
         values = [rng.normal(size=s) for s in shapes]
-        more = [] if static else [[rng.normal(size=s) for s in [(30, 30), (40, 40), (30, 40)]]]
+        more = [] if static else [[rng.normal(size=s) for s in [(40, 40), (30, 30), (40, 30)]]]
         compare_onnx_and_py(
             [a, b, c], solve_sylvester(a, b, c), values, more_inputs=more, rtol=1e-9, atol=1e-10
         )

@@ -15,7 +15,14 @@ for Y = X V is solved column block by column block of R (`trsyl_columns`), each 
 import numpy as np
 
 from pt_onnxscript.ops.common import branch, constant, ints, loop
-from pt_onnxscript.ops.linalg import _as, _nan_where, _singular, lu_solve_system, swap_last
+from pt_onnxscript.ops.linalg import (
+    BLOCK,
+    _as,
+    _nan_where,
+    _singular,
+    lu_solve_system,
+    swap_last,
+)
 from pt_onnxscript.ops.schur import real_schur
 from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
@@ -68,14 +75,16 @@ def _length(g, x, axis: int):
     return g.Squeeze(g.Shape(x, start=axis, end=axis + 1 if axis != -1 else None), ints(g, [0]))
 
 
-def trsyl_columns(g, a, r, f, dtype: str):
+def trsyl_columns(g, a, r, f, dtype: str, large: bool = False):
     """Y with a Y + Y r = f for a (m, m), f (m, n) and r (n, n) upper quasi-triangular (real
     Schur form: 1 x 1 and 2 x 2 diagonal blocks), and whether a system below was singular.
 
     One Loop step per diagonal block of r, left to right: with the columns of Y before it
     known (the others still zero), a 1 x 1 block r_jj gives (a + r_jj I) y_j = f_j - Y r_j,
     a 2 x 2 block [[r11, r12], [r21, r22]] the system [[a + r11 I, r21 I], [r12 I, a + r22 I]]
-    [y1; y2] = [f1 - Y r_1; f2 - Y r_2] in 2 m unknowns; either is solved by one LU."""
+    [y1; y2] = [f1 - Y r_1; f2 - Y r_2] in 2 m unknowns; either is solved by one LU (with
+    `large`, m is known to be above SMALL_BLOCKS: the blocked LU alone, without the Ifs that
+    choose smaller blocks for small matrices)."""
     m, n = _length(g, a, 0), _length(g, r, 0)
     m_vector = g.Unsqueeze(m, ints(g, [0]))
     zero = constant(g, 0, dtype)
@@ -117,7 +126,8 @@ def trsyl_columns(g, a, r, f, dtype: str):
         width = g.Shape(columns)
         # The block's columns of Y stacked: (w m, 1), solved and back to (m, w).
         stacked = g.Reshape(g.Transpose(rhs, perm=[1, 0]), ints(g, [-1, 1]))
-        x, pivots = lu_solve_system(g, system, stacked, dtype, 2)
+        size = BLOCK + 1 if large else None  # any static size above one block: the blocked LU
+        x, pivots = lu_solve_system(g, system, stacked, dtype, 2, size)
         x = g.Transpose(g.Reshape(x, g.Concat(width, m_vector, axis=0)), perm=[1, 0])
         where = g.Expand(g.Unsqueeze(columns, ints(g, [0])), g.Concat(m_vector, width, axis=0))
         y = g.ScatterElements(y, where, x, axis=1)
@@ -139,7 +149,9 @@ def _by_schur(g, a, b, c, dtype: str):
     """X of A X + X B = C for one system, through the real Schur form R = V^T B V: Y of
     A Y + Y R = C V by `trsyl_columns`, X = Y V^T."""
     r, v = real_schur(g, b, dtype)
-    y, singular = trsyl_columns(g, a, r, g.MatMul(c, v), dtype)
+    # m n > KRONECKER_MOST = 768 with n <= m: m >= 28 > the small LU blocks (16), so the
+    # blocked LU is what its Ifs would choose anyway.
+    y, singular = trsyl_columns(g, a, r, g.MatMul(c, v), dtype, large=True)
     return _nan_if(g, singular, g.MatMul(y, g.Transpose(v, perm=[1, 0])), dtype)
 
 
