@@ -20,8 +20,7 @@ tip these choices either way, here as between two LAPACK builds.
 
 import numpy as np
 
-from pt_onnxscript.ops.common import branch as subgraph_branch
-from pt_onnxscript.ops.common import constant, ints, loop, range_to
+from pt_onnxscript.ops.common import branch, constant, ints, loop, range_to
 from pt_onnxscript.ops.decompositions import _non_finite
 from pt_onnxscript.ops.linalg import float_output_check
 from pt_onnxscript.registry import register, register_blockwise, register_check
@@ -393,8 +392,8 @@ def _deflate(g, h, z, low, i, flat, size, dtype: str):
     float_type = onnx_dtype(dtype)
     return g.If(
         g.Equal(low, g.Sub(i, ints(g, 1))),
-        then_branch=subgraph_branch(g, "schur_pair", pair, [float_type, float_type]),
-        else_branch=subgraph_branch(g, "schur_single", single, [float_type, float_type]),
+        then_branch=branch(g, "schur_pair", pair, [float_type, float_type]),
+        else_branch=branch(g, "schur_single", single, [float_type, float_type]),
         _outputs=2,
     )
 
@@ -490,8 +489,8 @@ def _qr_algorithm(g, h, q, n, dtype: str):
         types = [onnx_dtype(dtype)] * 2 + [onnx_dtype("int64")] * 3
         h, z, i, sweeps, kdefl = g.If(
             g.GreaterOrEqual(low, g.Sub(i, ints(g, 1))),
-            then_branch=subgraph_branch(g, "schur_split", split, types),
-            else_branch=subgraph_branch(g, "schur_sweep", sweep, types),
+            then_branch=branch(g, "schur_split", split, types),
+            else_branch=branch(g, "schur_sweep", sweep, types),
             _outputs=5,
         )
         go_on = g.And(g.GreaterOrEqual(i, ints(g, 0)), g.LessOrEqual(sweeps, most))
