@@ -198,7 +198,8 @@ def _container(op) -> str:
 # What to do instead, for Ops users meet that have no translation.
 _HINTS = {
     "Eig": "complex eigenvalues: ONNX Runtime has no complex dtypes; for a symmetric matrix "
-    "use eigh",
+    "use eigh; pt.linalg.schur(a) holds a real matrix's eigenvalues in T's 1 x 1 and 2 x 2 "
+    "diagonal blocks",
     "QZ": "no ONNX translation yet: it needs a QZ-iteration eigensolver",
     "TensorInv": "reshape to a matrix and use pt.linalg.inv",
     "TensorSolve": "reshape to a matrix and use pt.linalg.solve",
