@@ -21,7 +21,14 @@ from pytensor.tensor.basic import (
 )
 from pytensor.tensor.type import TensorType
 
-from pt_onnxscript.ops.common import constant, out_dtype, pad_zeros, raise_if, where
+from pt_onnxscript.ops.common import (
+    broadcast_shape,
+    constant,
+    out_dtype,
+    pad_zeros,
+    raise_if,
+    where,
+)
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.types import as_ir_tensor, onnx_dtype
 
@@ -241,9 +248,7 @@ def choose(g, node, a, choices):
         message = "invalid entry in choice array (choose with mode='raise')"
         index = raise_if(g, outside, index, ValueError, message)
     # The output's shape: a's and one choice's, broadcast.
-    shape = g.Shape(
-        g.Add(g.ConstantOfShape(g.Shape(a)), g.ConstantOfShape(g.Shape(choices, start=1)))
-    )
+    shape = broadcast_shape(g, [g.Shape(a), g.Shape(choices, start=1)])
     first = constant(g, [0], "int64")
     index = g.Unsqueeze(g.Expand(index, shape), first)
     picked = g.GatherElements(g.Expand(choices, g.Concat(n, shape, axis=0)), index, axis=0)
@@ -255,9 +260,7 @@ def permute_row_elements(g, node, x, y):
     """PermuteRowElements -> out[..., j] = x[..., y[..., j]] by GatherElements on the last axis
     (x and y broadcast over the others), or, inverse, out[..., y[..., j]] = x[..., j] by
     ScatterElements."""
-    batch = g.Shape(
-        g.Add(g.ConstantOfShape(g.Shape(x, end=-1)), g.ConstantOfShape(g.Shape(y, end=-1)))
-    )
+    batch = broadcast_shape(g, [g.Shape(x, end=-1), g.Shape(y, end=-1)])
     rows = g.Max(g.Shape(x, start=-1), g.Shape(y, start=-1))
     full = g.Concat(batch, rows, axis=0)
     index = g.Cast(y, to=ir.DataType.INT64)

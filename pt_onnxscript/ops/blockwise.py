@@ -1,11 +1,9 @@
 """Blockwise: a core op over leading batch dims."""
 
-from functools import reduce
-
 import onnx_ir as ir
 from pytensor.tensor.blockwise import Blockwise
 
-from pt_onnxscript.ops.common import check_runtime_broadcast, constant, loop
+from pt_onnxscript.ops.common import broadcast_shape, check_runtime_broadcast, constant, loop
 from pt_onnxscript.registry import blockwise_translation_for, register
 from pt_onnxscript.translate import translate_node
 from pt_onnxscript.types import onnx_dtype
@@ -21,17 +19,12 @@ def blockwise(g, node, *inputs):
     return loop_over_batch(g, node, inputs)
 
 
-def _broadcast_shape(g, shapes):
-    """The broadcast of 1-d shape values, as NumPy computes it (a 0 beats a 1)."""
-    zero = constant(g, 0, "int8")
-    return g.Shape(reduce(g.Add, [g.Expand(zero, shape) for shape in shapes]))
-
-
-def loop_over_batch(g, node, inputs):
-    """Run the core op's translation once per batch element, in an ONNX Loop."""
+def loop_over_batch(g, node, inputs, core=None):
+    """Run the core op's translation once per batch element, in an ONNX Loop; or, if given,
+    ``core(g, *core_inputs)`` (the list of the core outputs) in its place."""
     batch_ndim = node.op.batch_ndim(node)
     core_node = node.op._create_dummy_core_node(node.inputs)
-    batch_shape = _broadcast_shape(g, [g.Shape(x, start=0, end=batch_ndim) for x in inputs])
+    batch_shape = broadcast_shape(g, [g.Shape(x, start=0, end=batch_ndim) for x in inputs])
     size = g.ReduceProd(batch_shape, keepdims=1)
     flat = []
     for var, x in zip(node.inputs, inputs, strict=True):
@@ -41,7 +34,8 @@ def loop_over_batch(g, node, inputs):
         flat.append(g.Reshape(expanded, g.Concat(size, core_shape, axis=0), allowzero=1))
 
     def step(g, iteration):
-        return translate_node(g, core_node, [g.Gather(x, iteration, axis=0) for x in flat])
+        values = [g.Gather(x, iteration, axis=0) for x in flat]
+        return translate_node(g, core_node, values) if core is None else core(g, *values)
 
     count = g.Squeeze(size, constant(g, [0], "int64"))
     dtypes = [onnx_dtype(var.type.dtype) for var in core_node.outputs]

@@ -1,5 +1,7 @@
 """Small helpers shared by translations."""
 
+from functools import reduce
+
 import numpy as np
 import onnx_ir as ir
 from pytensor.tensor import constant as tensor_constant
@@ -37,6 +39,12 @@ def constant(g, value, dtype: str):
 def ints(g, value):
     """An int64 constant (a shape, axes, an index, a bound)."""
     return constant(g, value, "int64")
+
+
+def broadcast_shape(g, shapes):
+    """The broadcast of 1-d shape values, as NumPy computes it (a 0 beats a 1)."""
+    zero = constant(g, 0, "int8")
+    return g.Shape(reduce(g.Add, [g.Expand(zero, shape) for shape in shapes]))
 
 
 def range_to(g, n):

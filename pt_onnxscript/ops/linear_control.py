@@ -12,9 +12,9 @@ for Y = X V is solved column block by column block of R (`trsyl_columns`), each 
 (A and -B share an eigenvalue) the result is NaN; LAPACK's trsyl perturbs the system instead.
 """
 
-import numpy as np
-
+from pt_onnxscript.ops.blockwise import loop_over_batch
 from pt_onnxscript.ops.common import branch, constant, ints, loop
+from pt_onnxscript.ops.decompositions import _dim, _square_identity
 from pt_onnxscript.ops.linalg import (
     BLOCK,
     _as,
@@ -70,11 +70,6 @@ def _kronecker(g, a, b, c, dtype: str, rank: int, b_rank: int):
     return g.Reshape(x, shape, allowzero=1)
 
 
-def _length(g, x, axis: int):
-    """Length `axis` of `x`, 0-d int64."""
-    return g.Squeeze(g.Shape(x, start=axis, end=axis + 1 if axis != -1 else None), ints(g, [0]))
-
-
 def trsyl_columns(g, a, r, f, dtype: str, large: bool = False):
     """Y with a Y + Y r = f for a (m, m), f (m, n) and r (n, n) upper quasi-triangular (real
     Schur form: 1 x 1 and 2 x 2 diagonal blocks), and whether a system below was singular.
@@ -85,10 +80,10 @@ def trsyl_columns(g, a, r, f, dtype: str, large: bool = False):
     [y1; y2] = [f1 - Y r_1; f2 - Y r_2] in 2 m unknowns; either is solved by one LU (with
     `large`, m is known to be above SMALL_BLOCKS: the blocked LU alone, without the Ifs that
     choose smaller blocks for small matrices)."""
-    m, n = _length(g, a, 0), _length(g, r, 0)
+    m, n = _dim(g, a, 0), _dim(g, r, 0)
     m_vector = g.Unsqueeze(m, ints(g, [0]))
     zero = constant(g, 0, dtype)
-    eye = g.EyeLike(g.ConstantOfShape(g.Concat(m_vector, m_vector, axis=0)), dtype=a.dtype)
+    eye = _square_identity(g, a, m, dtype)
     float_type, int_type = onnx_dtype(dtype), onnx_dtype("int64")
 
     def step(g, _, y, column, bad):
@@ -140,11 +135,6 @@ def trsyl_columns(g, a, r, f, dtype: str, large: bool = False):
     return y, bad
 
 
-def _nan_if(g, flag, x, dtype: str):
-    """x, or NaN everywhere if the 0-d `flag`."""
-    return g.Mul(x, g.Where(flag, constant(g, np.nan, dtype), constant(g, 1, dtype)))
-
-
 def _by_schur(g, a, b, c, dtype: str):
     """X of A X + X B = C for one system, through the real Schur form R = V^T B V: Y of
     A Y + Y R = C V by `trsyl_columns`, X = Y V^T."""
@@ -152,7 +142,7 @@ def _by_schur(g, a, b, c, dtype: str):
     # m n > KRONECKER_MOST = 768 with n <= m: m >= 28 > the small LU blocks (16), so the
     # blocked LU is what its Ifs would choose anyway.
     y, singular = trsyl_columns(g, a, r, g.MatMul(c, v), dtype, large=True)
-    return _nan_if(g, singular, g.MatMul(y, g.Transpose(v, perm=[1, 0])), dtype)
+    return _nan_where(g, singular, g.MatMul(y, g.Transpose(v, perm=[1, 0])), dtype)
 
 
 def _by_schur_of_smaller(g, a, b, c, dtype: str, m, n):
@@ -163,7 +153,7 @@ def _by_schur_of_smaller(g, a, b, c, dtype: str, m, n):
             return _by_schur(g, a, b, c, dtype)
         t = [g.Transpose(x, perm=[1, 0]) for x in (b, a, c)]
         return g.Transpose(_by_schur(g, *t, dtype), perm=[1, 0])
-    flip = g.Greater(_length(g, b, 0), _length(g, a, 0))
+    flip = g.Greater(_dim(g, b, 0), _dim(g, a, 0))
 
     def transposed(g, *values):
         return [g.Transpose(x, perm=[1, 0]) for x in values]
@@ -185,32 +175,6 @@ def _by_schur_of_smaller(g, a, b, c, dtype: str, m, n):
     )
 
 
-def _each_system(g, values, solve, dtype: str):
-    """solve(g, *matrices) for each set of matrices of the broadcast batch of `values` (each
-    (..., r, c)), one after another, and the results (..., m, n) (m from the first value, n
-    from the last)."""
-    zeros = [g.ConstantOfShape(g.Shape(x, end=-2)) for x in values]
-    total = zeros[0]
-    for z in zeros[1:]:
-        total = g.Add(total, z)
-    batch = g.Shape(total)
-    count = g.ReduceProd(batch, keepdims=1)
-    flat = []
-    for x in values:
-        core = g.Shape(x, start=-2)
-        full = g.Expand(x, g.Concat(batch, core, axis=0))
-        flat.append(g.Reshape(full, g.Concat(count, core, axis=0), allowzero=1))
-
-    def step(g, k):
-        return [solve(g, *[g.Gather(x, k, axis=0) for x in flat])]
-
-    (stacked,) = loop(
-        g, g.Squeeze(count, ints(g, [0])), [], step, "systems", stacked=[onnx_dtype(dtype)]
-    )
-    core = g.Concat(g.Shape(values[0], start=-2, end=-1), g.Shape(values[-1], start=-1), axis=0)
-    return g.Reshape(stacked, g.Concat(batch, core, axis=0), allowzero=1)
-
-
 @register(SolveSylvester)
 @register_blockwise(SolveSylvester)
 def solve_sylvester(g, node, a, b, c):
@@ -227,13 +191,15 @@ def solve_sylvester(g, node, a, b, c):
 
     def schur(g):
         def one(g, a, b, c):
-            return _by_schur_of_smaller(g, a, b, c, dtype, m, n)
+            return [_by_schur_of_smaller(g, a, b, c, dtype, m, n)]
 
-        return one(g, a, b, c) if ranks == [2, 2, 2] else _each_system(g, [a, b, c], one, dtype)
+        if ranks == [2, 2, 2]:
+            return one(g, a, b, c)[0]
+        return loop_over_batch(g, node, [a, b, c], one)[0]  # one system after another
 
     if m is not None and n is not None:
         return kronecker(g) if m * n <= KRONECKER_MOST else schur(g)
-    size = g.Mul(_length(g, c, -2), _length(g, c, -1))
+    size = g.Mul(_dim(g, c, -2), _dim(g, c, -1))
     float_type = onnx_dtype(dtype)
     return g.If(
         g.LessOrEqual(size, ints(g, KRONECKER_MOST)),
@@ -243,17 +209,11 @@ def solve_sylvester(g, node, a, b, c):
 
 
 @register(TRSYL)
-@register_blockwise(TRSYL)
 def trsyl(g, node, a, b, c):
     """TRSYL (A X + X B = C with B in real Schur form; A's form is not needed) ->
-    `trsyl_columns`; NaN where a system is singular, where LAPACK's trsyl perturbs it."""
+    `trsyl_columns`; NaN where a system is singular, where LAPACK's trsyl perturbs it (a batch
+    runs through Blockwise's Loop)."""
     dtype = node.outputs[0].type.dtype
     a, b, c = (_as(g, var, x, dtype) for var, x in zip(node.inputs, (a, b, c), strict=True))
-
-    def one(g, a, b, c):
-        y, singular = trsyl_columns(g, a, b, c, dtype)
-        return _nan_if(g, singular, y, dtype)
-
-    if all(var.type.ndim == 2 for var in node.inputs):
-        return one(g, a, b, c)
-    return _each_system(g, [a, b, c], one, dtype)
+    y, singular = trsyl_columns(g, a, b, c, dtype)
+    return _nan_where(g, singular, y, dtype)

@@ -21,9 +21,9 @@ tip these choices either way, here as between two LAPACK builds.
 import numpy as np
 
 from pt_onnxscript.ops.common import branch, constant, ints, loop, range_to
-from pt_onnxscript.ops.decompositions import _non_finite
-from pt_onnxscript.ops.linalg import float_output_check
-from pt_onnxscript.registry import register, register_blockwise, register_check
+from pt_onnxscript.ops.decompositions import _dim, _non_finite, _outer, _square_identity
+from pt_onnxscript.ops.linalg import _nan_where, float_output_check
+from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.types import onnx_dtype
 
 try:  # PyTensor 3
@@ -84,8 +84,7 @@ def hessenberg(g, a, n, dtype: str):
         q = g.Sub(q, _outer(g, g.MatMul(q, v), tau_v))
         return [h, q]
 
-    identity = g.EyeLike(g.ConstantOfShape(g.Concat(_scalar(g, n), _scalar(g, n), axis=0)))
-    identity = g.Cast(identity, to=onnx_dtype(dtype))
+    identity = _square_identity(g, a, n, dtype)
     steps = g.Max(g.Sub(n, ints(g, 2)), ints(g, 0))
     h, q = loop(g, steps, [a, identity], step, "hessenberg")
     return _hessenberg_part(g, h), q
@@ -94,11 +93,6 @@ def hessenberg(g, a, n, dtype: str):
 def _hessenberg_part(g, h):
     """The entries of the matrices `h` on and above the first subdiagonal; zeros below."""
     return g.Trilu(h, ints(g, -1), upper=1)
-
-
-def _outer(g, u, v):
-    """u v^T for vectors `u` (m) and `v` (n)."""
-    return g.Mul(g.Unsqueeze(u, ints(g, [1])), g.Unsqueeze(v, ints(g, [0])))
 
 
 def _standard_block(g, a, b, c, d, dtype: str):
@@ -172,14 +166,19 @@ def _entry(g, flat, size, row, column):
     return g.Gather(flat, g.Add(g.Mul(row, size), column), axis=0)
 
 
-def _flat_index(g, size, rows, columns, valid=None):
-    """The flat indices of entries (rows, columns) of a square matrix of side `size` (its
-    last row and column the zero padding); the padding's corner where not `valid`."""
-    index = g.Add(g.Mul(rows, size), columns)
-    if valid is None:
-        return index
+def _flat_indices(g, size, base, offsets):
+    """The flat indices of the entries H[base + dr, base + dc] of a square matrix of side
+    `size` (its last row and column the zero padding), for the vector `base` and each (dr,
+    dc) of `offsets`, stacked as rows; the padding's corner where such an index would be
+    negative."""
     corner = g.Sub(g.Mul(size, size), ints(g, 1))
-    return g.Where(valid, index, corner)
+    rows = []
+    for dr, dc in offsets:
+        index = g.Add(g.Mul(g.Add(base, ints(g, dr)), size), g.Add(base, ints(g, dc)))
+        if min(dr, dc) < 0:
+            index = g.Where(g.GreaterOrEqual(base, ints(g, -min(dr, dc))), index, corner)
+        rows.append(g.Unsqueeze(index, ints(g, [0])))
+    return g.Concat(*rows, axis=0)
 
 
 def _set_rows(g, x, index, rows):
@@ -398,11 +397,6 @@ def _deflate(g, h, z, low, i, flat, size, dtype: str):
     )
 
 
-def _stack(g, rows):
-    """The equal-length vectors `rows` as the rows of a matrix."""
-    return g.Concat(*[g.Unsqueeze(row, ints(g, [0])) for row in rows], axis=0)
-
-
 def _tables(g, n, size, dtype: str):
     """What the iteration reads of the padded H through its flat entries (side `size` = n + 1),
     made once: for _split_point, k = 1..n-1 and the indices of H[k, k-1], H[k-1, k-1], H[k, k],
@@ -413,36 +407,18 @@ def _tables(g, n, size, dtype: str):
     entries of the exceptional shifts; dlahqr's smlnum."""
     one = ints(g, 1)
     k = g.Range(one, n, one)
-    up = g.Sub(k, one)
-    tests = [
-        _flat_index(g, size, k, up),
-        _flat_index(g, size, up, up),
-        _flat_index(g, size, k, k),
-        _flat_index(g, size, up, k),
-        _flat_index(g, size, up, g.Sub(k, ints(g, 2)), g.GreaterOrEqual(k, ints(g, 2))),
-        _flat_index(g, size, g.Add(k, one), k),
-    ]
     m = g.Range(ints(g, 0), g.Max(g.Sub(n, ints(g, 2)), ints(g, 0)), one)
-    m1, m2, before = g.Add(m, one), g.Add(m, ints(g, 2)), g.Sub(m, one)
-    positive = g.GreaterOrEqual(m, one)
-    starts = [
-        _flat_index(g, size, m, m),
-        _flat_index(g, size, m1, m),
-        _flat_index(g, size, m, m1),
-        _flat_index(g, size, m1, m1),
-        _flat_index(g, size, m2, m1),
-        _flat_index(g, size, m, before, positive),
-        _flat_index(g, size, before, before, positive),
-    ]
+    tests = [(0, -1), (-1, -1), (0, 0), (-1, 0), (-1, -2), (1, 0)]
+    starts = [(0, 0), (1, 0), (0, 1), (1, 1), (2, 1), (0, -1), (-1, -1)]
     diagonal = g.Add(size, one)
     zero = ints(g, [0])
     row, twice = _scalar(g, size), _scalar(g, g.Add(g.Mul(size, ints(g, 2)), one))
     ulp = np.finfo(dtype).eps
     return {
         "k": k,
-        "tests": _stack(g, tests),
+        "tests": _flat_indices(g, size, k, tests),
         "m": m,
-        "starts": _stack(g, starts),
+        "starts": _flat_indices(g, size, m, starts),
         "diagonal": diagonal,
         # H[i-1, i-1], H[i-1, i], H[i, i-1], H[i, i]
         "francis": g.Concat(g.Neg(_scalar(g, diagonal)), g.Neg(row), ints(g, [-1]), zero, axis=0),
@@ -511,13 +487,13 @@ def real_schur(g, a, dtype: str):
     """T and Z for one matrix `a` (n, n); NaN T and Z where `a` holds a NaN or an infinity
     (SciPy's check, as PyTensor's perform) or the iteration does not converge (LAPACK's
     info > 0)."""
-    n = g.Squeeze(g.Shape(a, start=-1), ints(g, [0]))
+    n = _dim(g, a, -1)
     bad = _non_finite(g, a)
     a = g.Where(bad, constant(g, 0, dtype), a)  # a quick, harmless run
     h, q = hessenberg(g, a, n, dtype)
     t, z, failed = _qr_algorithm(g, h, q, n, dtype)
-    nan = g.Where(g.Or(bad, failed), constant(g, np.nan, dtype), constant(g, 1, dtype))
-    return g.Mul(t, nan), g.Mul(z, nan)
+    failed = g.Or(bad, failed)
+    return _nan_where(g, failed, t, dtype), _nan_where(g, failed, z, dtype)
 
 
 @register_check(Schur)
@@ -537,26 +513,10 @@ def _check_schur(node):
 
 
 @register(Schur)
-@register_blockwise(Schur)
 def schur(g, node, a):
-    """Schur(output='real') -> Hessenberg reduction and dlahqr's double-shift QR algorithm,
-    one matrix of a batch after another."""
+    """Schur(output='real') -> Hessenberg reduction and dlahqr's double-shift QR algorithm (a
+    batch runs through Blockwise's Loop, one matrix after another)."""
     dtype = node.outputs[0].type.dtype
-    var = node.inputs[0]
-    if var.type.dtype != dtype:
+    if node.inputs[0].type.dtype != dtype:
         a = g.Cast(a, to=onnx_dtype(dtype))
-    rank = var.type.ndim
-    if rank == 2:
-        return list(real_schur(g, a, dtype))
-    n = g.Shape(a, start=-1)
-    count = g.ReduceProd(g.Shape(a, end=-2), keepdims=1)
-    matrices = g.Reshape(a, g.Concat(count, n, n, axis=0), allowzero=1)
-    count = g.Squeeze(count, ints(g, [0]))
-
-    def step(g, b):
-        return list(real_schur(g, g.Gather(matrices, b, axis=0), dtype))
-
-    float_type = onnx_dtype(dtype)
-    t, z = loop(g, count, [], step, "schur_batch", stacked=[float_type, float_type])
-    shape = g.Concat(g.Shape(a, end=-2), n, n, axis=0)
-    return [g.Reshape(t, shape, allowzero=1), g.Reshape(z, shape, allowzero=1)]
+    return list(real_schur(g, a, dtype))
