@@ -200,7 +200,8 @@ _HINTS = {
     "Eig": "complex eigenvalues: ONNX Runtime has no complex dtypes; for a symmetric matrix "
     "use eigh; pt.linalg.schur(a) holds a real matrix's eigenvalues in T's 1 x 1 and 2 x 2 "
     "diagonal blocks",
-    "QZ": "no ONNX translation yet: it needs a QZ-iteration eigensolver",
+    "QZ": "no ONNX translation yet: it needs a QZ-iteration eigensolver (solve_discrete_are, "
+    "which PyTensor builds on it, translates without it)",
     "TensorInv": "reshape to a matrix and use pt.linalg.inv",
     "TensorSolve": "reshape to a matrix and use pt.linalg.solve",
     "Fourier": "complex output: ONNX Runtime has no complex dtypes; use pt.fft.rfft, whose "

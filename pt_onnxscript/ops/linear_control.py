@@ -1,6 +1,7 @@
 """The Sylvester equation A X + X B = C (SolveSylvester), and so the continuous Lyapunov
-equation and the bilinear method of the discrete one, whose PyTensor graphs call it; and
-TRSYL, LAPACK's solver of that equation for matrices in real Schur form.
+equation and the bilinear method of the discrete one, whose PyTensor graphs call it; TRSYL,
+LAPACK's solver of that equation for matrices in real Schur form; and the discrete algebraic
+Riccati equation (SolveDiscreteARE).
 
 Small systems (m n up to KRONECKER_MOST) are solved in Kronecker form, (A kron I_n + I_m kron
 B^T) vec(X) = vec(C) (row-major vec), by the blocked LU of ops/linalg.py: O((m n)^3) work in
@@ -10,14 +11,30 @@ matrix (say B; else the transposed equation, B^T X^T + X^T A^T = C^T), as Bartel
 for Y = X V is solved column block by column block of R (`trsyl_columns`), each block's 1 or
 2 columns of Y a linear system in m or 2 m unknowns solved by LU. Where a system is singular
 (A and -B share an eigenvalue) the result is NaN; LAPACK's trsyl perturbs the system instead.
+
+The Riccati equation A^T X A - X - (A^T X B)(R + B^T X B)^-1 (B^T X A) + Q = 0 is solved by
+the structure-preserving doubling algorithm (Chu, Fan, Lin and Wang, 2004; Lin and Xu, 2006):
+MatMul and one LU per step, quadratically convergent, where PyTensor (as SciPy) takes an
+ordered QZ decomposition of the extended symplectic pencil. See `solve_discrete_are`.
 """
 
+import numpy as np
+
 from pt_onnxscript.ops.blockwise import loop_over_batch
-from pt_onnxscript.ops.common import branch, constant, ints, loop
+from pt_onnxscript.ops.common import (
+    any_last,
+    branch,
+    broadcast_shape,
+    constant,
+    ints,
+    loop,
+    raise_if,
+)
 from pt_onnxscript.ops.decompositions import _dim, _square_identity
 from pt_onnxscript.ops.linalg import (
     BLOCK,
     _as,
+    _columns,
     _nan_where,
     _singular,
     lu_solve_system,
@@ -28,9 +45,17 @@ from pt_onnxscript.registry import register, register_blockwise
 from pt_onnxscript.types import onnx_dtype
 
 try:  # PyTensor 3
-    from pytensor.tensor.linalg.solvers.linear_control import TRSYL, SolveSylvester
+    from pytensor.tensor.linalg.solvers.linear_control import (
+        TRSYL,
+        SolveDiscreteARE,
+        SolveSylvester,
+    )
 except ImportError:  # PyTensor 2.38
-    from pytensor.tensor._linalg.solve.linear_control import TRSYL, SolveSylvester
+    from pytensor.tensor._linalg.solve.linear_control import (
+        TRSYL,
+        SolveDiscreteARE,
+        SolveSylvester,
+    )
 
 # The largest m n solved in Kronecker form (benchmarks/sylvester.py: the Kronecker form runs
 # 5x faster at m = n = 8 and 1.5x at 24, the Schur form 1.25x at 32 and 3.7x at 45).
@@ -217,3 +242,145 @@ def trsyl(g, node, a, b, c):
     a, b, c = (_as(g, var, x, dtype) for var, x in zip(node.inputs, (a, b, c), strict=True))
     y, singular = trsyl_columns(g, a, b, c, dtype)
     return _nan_where(g, singular, y, dtype)
+
+
+# The most doubling steps of `solve_discrete_are`. Step k has squared the closed loop 2^k
+# times: a closed-loop eigenvalue 1 - 1e-8 (DAREX #14) takes 31.
+MOST_DOUBLINGS = 100
+
+
+def _largest(g, x):
+    """The largest |entry| of each matrix of `x` (k, m, n): (k,)."""
+    return g.ReduceMax(g.Abs(x), ints(g, [-2, -1]), keepdims=0)
+
+
+def _t(g, x):
+    return g.Transpose(x, perm=[0, 2, 1])
+
+
+def _symmetrized(g, x, dtype: str):
+    """(x + x^T) / 2 of each matrix of `x` (k, m, m)."""
+    return g.Mul(g.Add(x, _t(g, x)), constant(g, 0.5, dtype))
+
+
+def _symmetric_part(g, x, dtype: str):
+    """`_symmetrized` x, and whether x is farther from symmetric than sqrt(eps) relative
+    (where the equation has no symmetric solution)."""
+    tolerance = constant(g, np.sqrt(np.finfo(dtype).eps), dtype)
+    far = g.Greater(_largest(g, g.Sub(x, _t(g, x))), g.Mul(tolerance, _largest(g, x)))
+    return _symmetrized(g, x, dtype), far
+
+
+def _doubling(g, a, gain, h, size: int | None, dtype: str):
+    """H of the structure-preserving doubling from A_0 = `a`, G_0 = `gain`, H_0 = `h` (k, m,
+    m), and which matrices did not converge. Each step, with W = I + G H,
+
+        A' = A W^-1 A,   G' = G + A W^-1 G A^T,   H' = H + A^T H W^-1 A,
+
+    until, for every matrix, H stops changing (relative eps) and A has vanished (below eps:
+    the closed loop is stable, so H is the stabilizing solution); at most MOST_DOUBLINGS
+    steps."""
+    m = _dim(g, a, -1)
+    eye = _square_identity(g, a, m, dtype)
+    eps = constant(g, np.finfo(dtype).eps, dtype)
+
+    def step(g, _, a, gain, h, pending):
+        w = g.Add(eye, g.MatMul(gain, h))
+        solved, _pivots = lu_solve_system(g, w, g.Concat(a, gain, axis=-1), dtype, 3, size)
+        wa, wg = _columns(g, solved, ints(g, 0), m), _columns(g, solved, m, g.Add(m, m))
+        at = _t(g, a)
+        h_next = g.Add(h, g.MatMul(at, g.MatMul(h, wa)))
+        gain = g.Add(gain, g.MatMul(a, g.MatMul(wg, at)))
+        a = g.MatMul(a, wa)
+        # NaN (a singular W, an overflow) is not pending: the result's checks make it NaN.
+        changing = g.Greater(_largest(g, g.Sub(h_next, h)), g.Mul(eps, _largest(g, h_next)))
+        pending = g.Or(changing, g.Greater(_largest(g, a), eps))
+        return [any_last(g, pending), a, gain, h_next, pending]
+
+    # Empty matrices need no step (and their largest entry is undefined).
+    pending = g.Expand(g.Greater(m, ints(g, 0)), g.Shape(a, start=0, end=1))
+    state = [a, gain, h, pending]
+    _, _, h, pending = loop(
+        g, ints(g, MOST_DOUBLINGS), state, step, "doubling", condition=any_last(g, pending)
+    )
+    return h, pending
+
+
+def _not_a_solution(g, a, b, q, r, x, dtype: str, n_size: int | None):
+    """Whether A^T X A - X + Q - (A^T X B)(R + B^T X B)^-1 (B^T X A) exceeds sqrt(eps) times
+    its terms' largest entries (or is NaN): X is no solution."""
+    xa, xb = g.MatMul(x, a), g.MatMul(x, b)
+    at = _t(g, a)
+    feedback, _ = lu_solve_system(
+        g, g.Add(r, g.MatMul(_t(g, b), xb)), g.MatMul(_t(g, b), xa), dtype, 3, n_size
+    )
+    atxa = g.MatMul(at, xa)
+    term = g.MatMul(g.MatMul(at, xb), feedback)
+    residual = g.Sub(g.Add(g.Sub(atxa, x), q), term)
+    terms = [_largest(g, v) for v in (atxa, x, q, term)]
+    scale = g.Add(g.Add(terms[0], terms[1]), g.Add(terms[2], terms[3]))
+    tolerance = constant(g, np.sqrt(np.finfo(dtype).eps), dtype)
+    return g.Not(g.LessOrEqual(_largest(g, residual), g.Mul(tolerance, scale)))
+
+
+@register(SolveDiscreteARE)
+@register_blockwise(SolveDiscreteARE)
+def solve_discrete_are(g, node, a, b, q, r):
+    """SolveDiscreteARE -> the stabilizing X of A^T X A - X - (A^T X B)(R + B^T X B)^-1
+    (B^T X A) + Q = 0 by structure-preserving doubling, for Q and R symmetric (their
+    symmetric parts are used; farther than sqrt(eps) from symmetric: NaN).
+
+    The doubling needs G = B R^-1 B^T: X = Q + Y, whose Y solves the equation with
+    R' = R + B^T Q B (nonsingular where R is singular but Q reaches the inputs, as in a
+    state-space model without measurement error; singular R' raises), G = B R'^-1 B^T,
+    A' = A - B R'^-1 B^T Q A and Q' = A^T Q A' (positive semidefinite when Q and R are).
+    NaN where the doubling does not converge to a stabilizing solution or its X fails the
+    equation's residual test (no stabilizing solution: PyTensor gives NaN too). The doubling
+    converges under the textbook conditions, (A, B) stabilizable and (A, Q) detectable; where
+    an unstable mode of A is not seen by Q it stays at a non-stabilizing solution, and the
+    result is NaN although a stabilizing solution may exist (PyTensor's QZ finds it)."""
+    dtype = node.outputs[0].type.dtype
+    values = [_as(g, var, x, dtype) for var, x in zip(node.inputs, (a, b, q, r), strict=True)]
+    # One batch axis: the broadcast batch, flattened (a single system: a batch of one).
+    batch = broadcast_shape(g, [g.Shape(x, start=0, end=-2) for x in values])
+    count = g.ReduceProd(batch, keepdims=1)
+    a, b, q, r = (
+        g.Reshape(
+            g.Expand(x, g.Concat(batch, g.Shape(x, start=-2), axis=0)),
+            g.Concat(count, g.Shape(x, start=-2), axis=0),
+            allowzero=1,
+        )
+        for x in values
+    )
+    m_size, n_size = node.inputs[1].type.shape[-2:]
+    q, q_far = _symmetric_part(g, q, dtype)
+    r, r_far = _symmetric_part(g, r, dtype)
+    bt = _t(g, b)
+    shifted = g.Add(r, g.MatMul(bt, g.MatMul(q, b)))
+    # R'^-1 B^T and R'^-1 B^T Q A in one solve.
+    qa = g.MatMul(q, a)
+    solved, pivots = lu_solve_system(
+        g, shifted, g.Concat(bt, g.MatMul(bt, qa), axis=-1), dtype, 3, n_size
+    )
+    m = _dim(g, a, -1)
+    solved = raise_if(
+        g,
+        g.And(_singular(g, pivots, dtype), g.Greater(m, ints(g, 0))),
+        solved,
+        np.linalg.LinAlgError,
+        "solve_discrete_are: R + B^T Q B is singular (R singular, and Q not reaching the "
+        "inputs' directions). The ONNX translation solves the equation by doubling from "
+        "X = Q, which needs it nonsingular; a nonsingular R (e.g. measurement error) works",
+    )
+    r_inv_bt, r_inv_btqa = _columns(g, solved, ints(g, 0), m), _columns(g, solved, m, g.Add(m, m))
+    gain = g.MatMul(b, r_inv_bt)
+    a_shifted = g.Sub(a, g.MatMul(b, r_inv_btqa))
+    h = _symmetrized(g, g.MatMul(_t(g, a), g.MatMul(q, a_shifted)), dtype)
+    y, pending = _doubling(g, a_shifted, gain, h, m_size, dtype)
+    x = _symmetrized(g, g.Add(q, y), dtype)
+    residual = _not_a_solution(g, a, b, q, r, x, dtype, n_size)
+    failed = g.Or(g.Or(pending, residual), g.Or(q_far, r_far))
+    failed = g.And(failed, g.Greater(m, ints(g, 0)))
+    x = _nan_where(g, failed, x, dtype)
+    shape = g.Concat(batch, g.Shape(x, start=-2), axis=0)
+    return g.Reshape(x, shape, allowzero=1)
