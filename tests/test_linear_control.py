@@ -407,3 +407,59 @@ def test_discrete_are_failures():
     darex3 = [[[2.0, -1], [1, 0]], [[1.0], [0]], [[0.0, 0], [0, 1]], [[0.0]]]
     with pytest.raises(np.linalg.LinAlgError, match="R \\+ B\\^T Q B is singular"):
         fn(*(np.array(x) for x in darex3))
+
+
+def _with_spectral_radius(rng, n, radius):
+    """A random n x n matrix scaled to spectral radius `radius`."""
+    a = rng.normal(size=(n, n))
+    return a * (radius / np.abs(np.linalg.eigvals(a)).max())
+
+
+@pytest.mark.parametrize("dtype", ["float64", pytest.param("float32", marks=pytest.mark.slow)])
+def test_discrete_lyapunov_by_doubling(dtype, rng):
+    """solve_discrete_lyapunov (bilinear method) against PyTensor's own: Smith's doubling for
+    spectral radii below 1, up to 1 - 1e-4 (a nearly nonstationary state-space model), and the
+    bilinear method, under an If, where A's spectral radius is not below 1 (2 I: X = -Q / 3,
+    and a triangular A); a batch with Q broadcast."""
+    a, q = pt.matrix("a", dtype=dtype), pt.matrix("q", dtype=dtype)
+    cases = []
+    for n, radius in [(1, 0.5), (4, 0.9), (6, 0.9999), (3, 2.0)]:
+        x = rng.normal(size=(n, n))
+        cases.append([_with_spectral_radius(rng, n, radius).astype(dtype), (x @ x.T).astype(dtype)])
+    cases.append([np.array([[1.5, 1], [0, -0.3]], dtype), np.eye(2, dtype=dtype)])
+    tol = 1e-8 if dtype == "float64" else 1e-3
+    compare_onnx_and_py(
+        [a, q],
+        solve_discrete_lyapunov(a, q),
+        cases[0],
+        more_inputs=cases[1:],
+        rtol=tol,
+        atol=tol,
+    )
+    # Static sizes: the bilinear branch builds the Kronecker form alone.
+    batch = pt.tensor("batch", shape=(2, 4, 4), dtype=dtype)
+    q = pt.tensor("q", shape=(4, 4), dtype=dtype)
+    values = [np.stack([cases[1][0], cases[1][0] * 0.5]), cases[1][1]]
+    compare_onnx_and_py([batch, q], solve_discrete_lyapunov(batch, q), values, rtol=tol, atol=tol)
+
+
+def test_discrete_lyapunov_takes_the_doubling_where_it_converges(rng, tmp_path):
+    """A stable A runs Smith's doubling alone: no LU pivot search (ArgMax) runs; an unstable
+    one runs the bilinear method's LUs."""
+    from pt_onnxscript import export_onnx
+    from pt_onnxscript.testing import executed_nodes
+
+    a, q = pt.tensor("a", shape=(12, 12)), pt.tensor("q", shape=(12, 12))
+    model = export_onnx(([a, q], [solve_discrete_lyapunov(a, q)]))
+    x = rng.normal(size=(12, 12))
+    stable = {"a": _with_spectral_radius(rng, 12, 0.95), "q": x @ x.T}
+    unstable = {"a": stable["a"] * 1.1 / 0.95, "q": x @ x.T}
+    ops = [op for op, _ in executed_nodes(model, stable, tmp_path)]
+    assert "ArgMax" not in ops and "MatMul" in ops
+    assert "ArgMax" in [op for op, _ in executed_nodes(model, unstable, tmp_path)]
+    fn = pytensor.function([a, q], solve_discrete_lyapunov(a, q), mode="ONNX")
+    for values in (stable, unstable):
+        expected = scipy.linalg.solve_discrete_lyapunov(values["a"], values["q"])
+        np.testing.assert_allclose(
+            fn(**values), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max()
+        )

@@ -12,6 +12,10 @@ for Y = X V is solved column block by column block of R (`trsyl_columns`), each 
 2 columns of Y a linear system in m or 2 m unknowns solved by LU. Where a system is singular
 (A and -B share an eigenvalue) the result is NaN; LAPACK's trsyl perturbs the system instead.
 
+The discrete Lyapunov equation X = A X A^T + Q (PyTensor's bilinear method) takes Smith's
+doubling where A's spectral radius is below 1, else PyTensor's bilinear method (a continuous
+Lyapunov equation, so SolveSylvester). See `solve_discrete_lyapunov`.
+
 The Riccati equation A^T X A - X - (A^T X B)(R + B^T X B)^-1 (B^T X A) + Q = 0 is solved by
 the structure-preserving doubling algorithm (Chu, Fan, Lin and Wang, 2004; Lin and Xu, 2006):
 MatMul and one LU per step, quadratically convergent, where PyTensor (as SciPy) takes an
@@ -19,6 +23,7 @@ ordered QZ decomposition of the extended symplectic pencil. See `solve_discrete_
 """
 
 import numpy as np
+import onnx_ir as ir
 
 from pt_onnxscript.ops.blockwise import loop_over_batch
 from pt_onnxscript.ops.common import (
@@ -30,6 +35,7 @@ from pt_onnxscript.ops.common import (
     loop,
     raise_if,
 )
+from pt_onnxscript.ops.compile import op_from_graph
 from pt_onnxscript.ops.decompositions import _dim, _square_identity
 from pt_onnxscript.ops.linalg import (
     BLOCK,
@@ -47,12 +53,14 @@ from pt_onnxscript.types import onnx_dtype
 try:  # PyTensor 3
     from pytensor.tensor.linalg.solvers.linear_control import (
         TRSYL,
+        SolveBilinearDiscreteLyapunov,
         SolveDiscreteARE,
         SolveSylvester,
     )
 except ImportError:  # PyTensor 2.38
     from pytensor.tensor._linalg.solve.linear_control import (
         TRSYL,
+        SolveBilinearDiscreteLyapunov,
         SolveDiscreteARE,
         SolveSylvester,
     )
@@ -249,6 +257,22 @@ def trsyl(g, node, a, b, c):
 MOST_DOUBLINGS = 100
 
 
+def _one_batch_axis(g, values):
+    """The broadcast batch shape of the matrices `values`, and each of them expanded to it and
+    flattened to one batch axis (k, ., .): a single system is a batch of one."""
+    batch = broadcast_shape(g, [g.Shape(x, start=0, end=-2) for x in values])
+    count = g.ReduceProd(batch, keepdims=1)
+    flat = [
+        g.Reshape(
+            g.Expand(x, g.Concat(batch, g.Shape(x, start=-2), axis=0)),
+            g.Concat(count, g.Shape(x, start=-2), axis=0),
+            allowzero=1,
+        )
+        for x in values
+    ]
+    return batch, flat
+
+
 def _largest(g, x):
     """The largest |entry| of each matrix of `x` (k, m, n): (k,)."""
     return g.ReduceMax(g.Abs(x), ints(g, [-2, -1]), keepdims=0)
@@ -341,17 +365,7 @@ def solve_discrete_are(g, node, a, b, q, r):
     result is NaN although a stabilizing solution may exist (PyTensor's QZ finds it)."""
     dtype = node.outputs[0].type.dtype
     values = [_as(g, var, x, dtype) for var, x in zip(node.inputs, (a, b, q, r), strict=True)]
-    # One batch axis: the broadcast batch, flattened (a single system: a batch of one).
-    batch = broadcast_shape(g, [g.Shape(x, start=0, end=-2) for x in values])
-    count = g.ReduceProd(batch, keepdims=1)
-    a, b, q, r = (
-        g.Reshape(
-            g.Expand(x, g.Concat(batch, g.Shape(x, start=-2), axis=0)),
-            g.Concat(count, g.Shape(x, start=-2), axis=0),
-            allowzero=1,
-        )
-        for x in values
-    )
+    batch, (a, b, q, r) = _one_batch_axis(g, values)
     m_size, n_size = node.inputs[1].type.shape[-2:]
     q, q_far = _symmetric_part(g, q, dtype)
     r, r_far = _symmetric_part(g, r, dtype)
@@ -384,3 +398,55 @@ def solve_discrete_are(g, node, a, b, q, r):
     x = _nan_where(g, failed, x, dtype)
     shape = g.Concat(batch, g.Shape(x, start=-2), axis=0)
     return g.Reshape(x, shape, allowzero=1)
+
+
+# The most doubling steps of `solve_discrete_lyapunov`'s Smith iteration: step k has summed
+# 2^k powers of A, so a spectral radius of 1 - 1e-15 converges in ~55.
+MOST_SMITH_STEPS = 64
+
+
+def _smith(g, a, q, dtype: str):
+    """X = sum_j A^j Q A^jT, the solution of X = A X A^T + Q where the spectral radius of A is
+    below 1, by Smith's doubling on matrices (k, n, n): X' = X + A X A^T, A' = A A, until,
+    for every matrix, X stops changing (relative eps) and A has vanished (below eps); at
+    most MOST_SMITH_STEPS steps. Returns X and which matrices did not converge to a finite X."""
+    n = _dim(g, a, -1)
+    eps = constant(g, np.finfo(dtype).eps, dtype)
+
+    def step(g, _, a, x, pending):
+        x_next = g.Add(x, g.MatMul(a, g.MatMul(x, _t(g, a))))
+        a = g.MatMul(a, a)
+        # Overflow's NaN stops a matrix too: its X is not finite.
+        changing = g.Greater(_largest(g, g.Sub(x_next, x)), g.Mul(eps, _largest(g, x_next)))
+        pending = g.Or(changing, g.Greater(_largest(g, a), eps))
+        return [any_last(g, pending), a, x_next, pending]
+
+    # Empty matrices need no step (and their largest entry is undefined).
+    pending = g.Expand(g.Greater(n, ints(g, 0)), g.Shape(a, start=0, end=1))
+    _, x, pending = loop(
+        g, ints(g, MOST_SMITH_STEPS), [a, q, pending], step, "smith", condition=any_last(g, pending)
+    )
+    not_finite = g.Cast(g.Or(g.IsNaN(x), g.IsInf(x)), to=ir.DataType.UINT8)
+    not_finite = g.Cast(g.ReduceMax(not_finite, ints(g, [-2, -1]), keepdims=0), to=ir.DataType.BOOL)
+    return x, g.Or(pending, not_finite)
+
+
+@register(SolveBilinearDiscreteLyapunov)
+def solve_discrete_lyapunov(g, node, a, q):
+    """SolveBilinearDiscreteLyapunov (X = A X A^T + Q, batched) -> Smith's doubling, a few
+    MatMuls per step, where it converges to a finite X (the spectral radius of A below 1,
+    as in a stationary state-space model's covariance); otherwise, under an If, the bilinear
+    method of PyTensor's inner graph (a continuous Lyapunov equation: SolveSylvester)."""
+    dtype = node.outputs[0].type.dtype
+    values = [_as(g, var, x, dtype) for var, x in zip(node.inputs, (a, q), strict=True)]
+    batch, (a_flat, q_flat) = _one_batch_axis(g, values)
+    x, failed = _smith(g, a_flat, q_flat, dtype)
+    x = g.Reshape(x, g.Concat(batch, g.Shape(x, start=-2), axis=0), allowzero=1)
+    float_type = onnx_dtype(dtype)
+    return g.If(
+        any_last(g, g.Reshape(failed, ints(g, [-1]))),
+        then_branch=branch(
+            g, "lyapunov_bilinear", lambda g: op_from_graph(g, node, a, q), [float_type]
+        ),
+        else_branch=branch(g, "lyapunov_smith", lambda g: [g.Identity(x)], [float_type]),
+    )
