@@ -295,6 +295,29 @@ def _symmetric_part(g, x, dtype: str):
     return _symmetrized(g, x, dtype), far
 
 
+def _still_pending(g, x_next, x, a, dtype: str):
+    """Which matrices of a doubling iteration go on: X still changing (relative eps) or A
+    not yet vanished (below eps). NaN (a singular system, an overflow) stops a matrix too:
+    the caller's checks of its X make it NaN or take another way."""
+    eps = constant(g, np.finfo(dtype).eps, dtype)
+    changing = g.Greater(_largest(g, g.Sub(x_next, x)), g.Mul(eps, _largest(g, x_next)))
+    return g.Or(changing, g.Greater(_largest(g, a), eps))
+
+
+def _doubling_loop(g, a, state, step, kind: str, most: int):
+    """The final `state` of a Loop of at most `most` doubling steps on matrices (k, m, m)
+    like `a`, `step(g, *state, pending)` returning the new state and which matrices go on,
+    while any does; the last of the returned state is that flag. Empty matrices need no
+    step (and their largest entry is undefined)."""
+    pending = g.Expand(g.Greater(_dim(g, a, -1), ints(g, 0)), g.Shape(a, start=0, end=1))
+
+    def body(g, _, *values):
+        *state, pending = step(g, *values)
+        return [any_last(g, pending), *state, pending]
+
+    return loop(g, ints(g, most), [*state, pending], body, kind, condition=any_last(g, pending))
+
+
 def _doubling(g, a, gain, h, size: int | None, dtype: str):
     """H of the structure-preserving doubling from A_0 = `a`, G_0 = `gain`, H_0 = `h` (k, m,
     m), and which matrices did not converge. Each step, with W = I + G H,
@@ -306,9 +329,8 @@ def _doubling(g, a, gain, h, size: int | None, dtype: str):
     steps."""
     m = _dim(g, a, -1)
     eye = _square_identity(g, a, m, dtype)
-    eps = constant(g, np.finfo(dtype).eps, dtype)
 
-    def step(g, _, a, gain, h, pending):
+    def step(g, a, gain, h, _pending):
         w = g.Add(eye, g.MatMul(gain, h))
         solved, _pivots = lu_solve_system(g, w, g.Concat(a, gain, axis=-1), dtype, 3, size)
         wa, wg = _columns(g, solved, ints(g, 0), m), _columns(g, solved, m, g.Add(m, m))
@@ -316,17 +338,9 @@ def _doubling(g, a, gain, h, size: int | None, dtype: str):
         h_next = g.Add(h, g.MatMul(at, g.MatMul(h, wa)))
         gain = g.Add(gain, g.MatMul(a, g.MatMul(wg, at)))
         a = g.MatMul(a, wa)
-        # NaN (a singular W, an overflow) is not pending: the result's checks make it NaN.
-        changing = g.Greater(_largest(g, g.Sub(h_next, h)), g.Mul(eps, _largest(g, h_next)))
-        pending = g.Or(changing, g.Greater(_largest(g, a), eps))
-        return [any_last(g, pending), a, gain, h_next, pending]
+        return [a, gain, h_next, _still_pending(g, h_next, h, a, dtype)]
 
-    # Empty matrices need no step (and their largest entry is undefined).
-    pending = g.Expand(g.Greater(m, ints(g, 0)), g.Shape(a, start=0, end=1))
-    state = [a, gain, h, pending]
-    _, _, h, pending = loop(
-        g, ints(g, MOST_DOUBLINGS), state, step, "doubling", condition=any_last(g, pending)
-    )
+    _, _, h, pending = _doubling_loop(g, a, [a, gain, h], step, "doubling", MOST_DOUBLINGS)
     return h, pending
 
 
@@ -410,22 +424,13 @@ def _smith(g, a, q, dtype: str):
     below 1, by Smith's doubling on matrices (k, n, n): X' = X + A X A^T, A' = A A, until,
     for every matrix, X stops changing (relative eps) and A has vanished (below eps); at
     most MOST_SMITH_STEPS steps. Returns X and which matrices did not converge to a finite X."""
-    n = _dim(g, a, -1)
-    eps = constant(g, np.finfo(dtype).eps, dtype)
 
-    def step(g, _, a, x, pending):
+    def step(g, a, x, _pending):
         x_next = g.Add(x, g.MatMul(a, g.MatMul(x, _t(g, a))))
         a = g.MatMul(a, a)
-        # Overflow's NaN stops a matrix too: its X is not finite.
-        changing = g.Greater(_largest(g, g.Sub(x_next, x)), g.Mul(eps, _largest(g, x_next)))
-        pending = g.Or(changing, g.Greater(_largest(g, a), eps))
-        return [any_last(g, pending), a, x_next, pending]
+        return [a, x_next, _still_pending(g, x_next, x, a, dtype)]
 
-    # Empty matrices need no step (and their largest entry is undefined).
-    pending = g.Expand(g.Greater(n, ints(g, 0)), g.Shape(a, start=0, end=1))
-    _, x, pending = loop(
-        g, ints(g, MOST_SMITH_STEPS), [a, q, pending], step, "smith", condition=any_last(g, pending)
-    )
+    _, x, pending = _doubling_loop(g, a, [a, q], step, "smith", MOST_SMITH_STEPS)
     not_finite = g.Cast(g.Or(g.IsNaN(x), g.IsInf(x)), to=ir.DataType.UINT8)
     not_finite = g.Cast(g.ReduceMax(not_finite, ints(g, [-2, -1]), keepdims=0), to=ir.DataType.BOOL)
     return x, g.Or(pending, not_finite)
