@@ -19,25 +19,36 @@ def blockwise(g, node, *inputs):
     return loop_over_batch(g, node, inputs)
 
 
+def flatten_batch(g, inputs, batch_ndims, ranks):
+    """The broadcast of the batch shapes of `inputs` (the first `batch_ndims[i]` of the
+    `ranks[i]` dims of each), and each input expanded to it and flattened to one batch axis
+    before its core dims: (batch size, *core dims)."""
+    batch_shape = broadcast_shape(
+        g, [g.Shape(x, start=0, end=n) for x, n in zip(inputs, batch_ndims, strict=True)]
+    )
+    size = g.ReduceProd(batch_shape, keepdims=1)
+    flat = []
+    for x, batch_ndim, rank in zip(inputs, batch_ndims, ranks, strict=True):
+        ones = constant(g, [1] * (rank - batch_ndim), "int64")
+        expanded = g.Expand(x, g.Concat(batch_shape, ones, axis=0))
+        core_shape = g.Shape(x, start=batch_ndim)
+        flat.append(g.Reshape(expanded, g.Concat(size, core_shape, axis=0), allowzero=1))
+    return batch_shape, flat
+
+
 def loop_over_batch(g, node, inputs, core=None):
     """Run the core op's translation once per batch element, in an ONNX Loop; or, if given,
     ``core(g, *core_inputs)`` (the list of the core outputs) in its place."""
     batch_ndim = node.op.batch_ndim(node)
     core_node = node.op._create_dummy_core_node(node.inputs)
-    batch_shape = broadcast_shape(g, [g.Shape(x, start=0, end=batch_ndim) for x in inputs])
-    size = g.ReduceProd(batch_shape, keepdims=1)
-    flat = []
-    for var, x in zip(node.inputs, inputs, strict=True):
-        core_ndim = var.type.ndim - batch_ndim
-        core_shape = g.Shape(x, start=batch_ndim)
-        expanded = g.Expand(x, g.Concat(batch_shape, constant(g, [1] * core_ndim, "int64"), axis=0))
-        flat.append(g.Reshape(expanded, g.Concat(size, core_shape, axis=0), allowzero=1))
+    ranks = [var.type.ndim for var in node.inputs]
+    batch_shape, flat = flatten_batch(g, inputs, [batch_ndim] * len(ranks), ranks)
 
     def step(g, iteration):
         values = [g.Gather(x, iteration, axis=0) for x in flat]
         return translate_node(g, core_node, values) if core is None else core(g, *values)
 
-    count = g.Squeeze(size, constant(g, [0], "int64"))
+    count = g.Squeeze(g.Shape(flat[0], start=0, end=1), constant(g, [0], "int64"))
     dtypes = [onnx_dtype(var.type.dtype) for var in core_node.outputs]
     stacked = loop(g, count, [], step, "blockwise", stacked=dtypes)
     results = []

@@ -23,20 +23,18 @@ ordered QZ decomposition of the extended symplectic pencil. See `solve_discrete_
 """
 
 import numpy as np
-import onnx_ir as ir
 
-from pt_onnxscript.ops.blockwise import loop_over_batch
+from pt_onnxscript.ops.blockwise import flatten_batch, loop_over_batch
 from pt_onnxscript.ops.common import (
     any_last,
     branch,
-    broadcast_shape,
     constant,
     ints,
     loop,
     raise_if,
 )
 from pt_onnxscript.ops.compile import op_from_graph
-from pt_onnxscript.ops.decompositions import _dim, _square_identity
+from pt_onnxscript.ops.decompositions import _any_matrix, _dim, _non_finite, _square_identity
 from pt_onnxscript.ops.linalg import (
     BLOCK,
     _as,
@@ -257,41 +255,21 @@ def trsyl(g, node, a, b, c):
 MOST_DOUBLINGS = 100
 
 
-def _one_batch_axis(g, values):
-    """The broadcast batch shape of the matrices `values`, and each of them expanded to it and
-    flattened to one batch axis (k, ., .): a single system is a batch of one."""
-    batch = broadcast_shape(g, [g.Shape(x, start=0, end=-2) for x in values])
-    count = g.ReduceProd(batch, keepdims=1)
-    flat = [
-        g.Reshape(
-            g.Expand(x, g.Concat(batch, g.Shape(x, start=-2), axis=0)),
-            g.Concat(count, g.Shape(x, start=-2), axis=0),
-            allowzero=1,
-        )
-        for x in values
-    ]
-    return batch, flat
-
-
 def _largest(g, x):
     """The largest |entry| of each matrix of `x` (k, m, n): (k,)."""
     return g.ReduceMax(g.Abs(x), ints(g, [-2, -1]), keepdims=0)
 
 
-def _t(g, x):
-    return g.Transpose(x, perm=[0, 2, 1])
-
-
 def _symmetrized(g, x, dtype: str):
     """(x + x^T) / 2 of each matrix of `x` (k, m, m)."""
-    return g.Mul(g.Add(x, _t(g, x)), constant(g, 0.5, dtype))
+    return g.Mul(g.Add(x, swap_last(g, x, 3)), constant(g, 0.5, dtype))
 
 
 def _symmetric_part(g, x, dtype: str):
     """`_symmetrized` x, and whether x is farther from symmetric than sqrt(eps) relative
     (where the equation has no symmetric solution)."""
     tolerance = constant(g, np.sqrt(np.finfo(dtype).eps), dtype)
-    far = g.Greater(_largest(g, g.Sub(x, _t(g, x))), g.Mul(tolerance, _largest(g, x)))
+    far = g.Greater(_largest(g, g.Sub(x, swap_last(g, x, 3))), g.Mul(tolerance, _largest(g, x)))
     return _symmetrized(g, x, dtype), far
 
 
@@ -334,7 +312,7 @@ def _doubling(g, a, gain, h, size: int | None, dtype: str):
         w = g.Add(eye, g.MatMul(gain, h))
         solved, _pivots = lu_solve_system(g, w, g.Concat(a, gain, axis=-1), dtype, 3, size)
         wa, wg = _columns(g, solved, ints(g, 0), m), _columns(g, solved, m, g.Add(m, m))
-        at = _t(g, a)
+        at = swap_last(g, a, 3)
         h_next = g.Add(h, g.MatMul(at, g.MatMul(h, wa)))
         gain = g.Add(gain, g.MatMul(a, g.MatMul(wg, at)))
         a = g.MatMul(a, wa)
@@ -348,10 +326,8 @@ def _not_a_solution(g, a, b, q, r, x, dtype: str, n_size: int | None):
     """Whether A^T X A - X + Q - (A^T X B)(R + B^T X B)^-1 (B^T X A) exceeds sqrt(eps) times
     its terms' largest entries (or is NaN): X is no solution."""
     xa, xb = g.MatMul(x, a), g.MatMul(x, b)
-    at = _t(g, a)
-    feedback, _ = lu_solve_system(
-        g, g.Add(r, g.MatMul(_t(g, b), xb)), g.MatMul(_t(g, b), xa), dtype, 3, n_size
-    )
+    at, bt = swap_last(g, a, 3), swap_last(g, b, 3)
+    feedback, _ = lu_solve_system(g, g.Add(r, g.MatMul(bt, xb)), g.MatMul(bt, xa), dtype, 3, n_size)
     atxa = g.MatMul(at, xa)
     term = g.MatMul(g.MatMul(at, xb), feedback)
     residual = g.Sub(g.Add(g.Sub(atxa, x), q), term)
@@ -379,11 +355,12 @@ def solve_discrete_are(g, node, a, b, q, r):
     result is NaN although a stabilizing solution may exist (PyTensor's QZ finds it)."""
     dtype = node.outputs[0].type.dtype
     values = [_as(g, var, x, dtype) for var, x in zip(node.inputs, (a, b, q, r), strict=True)]
-    batch, (a, b, q, r) = _one_batch_axis(g, values)
+    ranks = [var.type.ndim for var in node.inputs]
+    batch, (a, b, q, r) = flatten_batch(g, values, [rank - 2 for rank in ranks], ranks)
     m_size, n_size = node.inputs[1].type.shape[-2:]
     q, q_far = _symmetric_part(g, q, dtype)
     r, r_far = _symmetric_part(g, r, dtype)
-    bt = _t(g, b)
+    bt = swap_last(g, b, 3)
     shifted = g.Add(r, g.MatMul(bt, g.MatMul(q, b)))
     # R'^-1 B^T and R'^-1 B^T Q A in one solve.
     qa = g.MatMul(q, a)
@@ -403,7 +380,7 @@ def solve_discrete_are(g, node, a, b, q, r):
     r_inv_bt, r_inv_btqa = _columns(g, solved, ints(g, 0), m), _columns(g, solved, m, g.Add(m, m))
     gain = g.MatMul(b, r_inv_bt)
     a_shifted = g.Sub(a, g.MatMul(b, r_inv_btqa))
-    h = _symmetrized(g, g.MatMul(_t(g, a), g.MatMul(q, a_shifted)), dtype)
+    h = _symmetrized(g, g.MatMul(swap_last(g, a, 3), g.MatMul(q, a_shifted)), dtype)
     y, pending = _doubling(g, a_shifted, gain, h, m_size, dtype)
     x = _symmetrized(g, g.Add(q, y), dtype)
     residual = _not_a_solution(g, a, b, q, r, x, dtype, n_size)
@@ -423,17 +400,16 @@ def _smith(g, a, q, dtype: str):
     """X = sum_j A^j Q A^jT, the solution of X = A X A^T + Q where the spectral radius of A is
     below 1, by Smith's doubling on matrices (k, n, n): X' = X + A X A^T, A' = A A, until,
     for every matrix, X stops changing (relative eps) and A has vanished (below eps); at
-    most MOST_SMITH_STEPS steps. Returns X and which matrices did not converge to a finite X."""
+    most MOST_SMITH_STEPS steps. Returns X and which matrices did not converge (NaN stops a
+    matrix too, so the caller also checks that X is finite)."""
 
     def step(g, a, x, _pending):
-        x_next = g.Add(x, g.MatMul(a, g.MatMul(x, _t(g, a))))
+        x_next = g.Add(x, g.MatMul(a, g.MatMul(x, swap_last(g, a, 3))))
         a = g.MatMul(a, a)
         return [a, x_next, _still_pending(g, x_next, x, a, dtype)]
 
     _, x, pending = _doubling_loop(g, a, [a, q], step, "smith", MOST_SMITH_STEPS)
-    not_finite = g.Cast(g.Or(g.IsNaN(x), g.IsInf(x)), to=ir.DataType.UINT8)
-    not_finite = g.Cast(g.ReduceMax(not_finite, ints(g, [-2, -1]), keepdims=0), to=ir.DataType.BOOL)
-    return x, g.Or(pending, not_finite)
+    return x, pending
 
 
 @register(SolveBilinearDiscreteLyapunov)
@@ -444,12 +420,13 @@ def solve_discrete_lyapunov(g, node, a, q):
     method of PyTensor's inner graph (a continuous Lyapunov equation: SolveSylvester)."""
     dtype = node.outputs[0].type.dtype
     values = [_as(g, var, x, dtype) for var, x in zip(node.inputs, (a, q), strict=True)]
-    batch, (a_flat, q_flat) = _one_batch_axis(g, values)
-    x, failed = _smith(g, a_flat, q_flat, dtype)
+    ranks = [var.type.ndim for var in node.inputs]
+    batch, (a_flat, q_flat) = flatten_batch(g, values, [rank - 2 for rank in ranks], ranks)
+    x, pending = _smith(g, a_flat, q_flat, dtype)
     x = g.Reshape(x, g.Concat(batch, g.Shape(x, start=-2), axis=0), allowzero=1)
     float_type = onnx_dtype(dtype)
     return g.If(
-        any_last(g, g.Reshape(failed, ints(g, [-1]))),
+        g.Or(_any_matrix(g, pending), _non_finite(g, x)),
         then_branch=branch(
             g, "lyapunov_bilinear", lambda g: op_from_graph(g, node, a, q), [float_type]
         ),
