@@ -77,8 +77,15 @@ _DATA_BLIND = frozenset(
 
 
 def shape_dims(shape: ir.Shape | None) -> tuple | None:
-    """`shape` as a hashable tuple: ints, and the names (or None) of symbolic dims."""
-    return None if shape is None else tuple(d if isinstance(d, int) else d.value for d in shape)
+    """`shape` as a hashable tuple: ints and symbolic dims (equal, and hashed, by their names;
+    None for an unknown one)."""
+    return None if shape is None else shape.dims
+
+
+def type_key(type_: ir.TypeProtocol | None):
+    """`type_`, hashable and compared as it is: a tensor type by its dtype (TensorType hashes
+    its repr, ~1 us)."""
+    return type_.dtype if type(type_) is ir.TensorType else type_
 
 
 def key(node: ir.Node, version: int | None) -> tuple | None:
@@ -102,8 +109,8 @@ def key(node: ir.Node, version: int | None) -> tuple | None:
             const = None
         else:
             const = (const.dtype, tuple(const.shape), const.numpy().tobytes())
-        inputs.append((value.type, shape_dims(value.shape), const))
-    outputs = tuple((value.type, shape_dims(value.shape)) for value in node.outputs)
+        inputs.append((type_key(value.type), shape_dims(value.shape), const))
+    outputs = tuple((type_key(value.type), shape_dims(value.shape)) for value in node.outputs)
     return (node.domain, node.op_type, version, tuple(attributes), tuple(inputs), outputs)
 
 

@@ -425,9 +425,11 @@ def optimize(model: ir.Model) -> None:
         # a use, and a pattern whose inner values must have one reader would not match.
         if changed:
             remove_unread(model)
-        common_passes.LiftSubgraphInitializersToMainGraphPass()(model)  # folded constants
-        hoisted = hoist_loop_invariants(model.graph)
-        unrolled = unroll_loops(model.graph) | unroll_by_factor(model.graph)
+        hoisted = unrolled = False
+        if _has_subgraphs(model.graph):  # Loops and Ifs: their passes (each walks the graph)
+            common_passes.LiftSubgraphInitializersToMainGraphPass()(model)  # folded constants
+            hoisted = hoist_loop_invariants(model.graph)
+            unrolled = unroll_loops(model.graph) | unroll_by_factor(model.graph)
         rules = _rules_for(model)
         rewritten = rules is not None and RewritePass(rules)(model).modified
         if rewritten:
@@ -444,12 +446,25 @@ def optimize(model: ir.Model) -> None:
         ir.passes.Sequential(
             common_passes.RemoveUnusedOpsetsPass(),
             common_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
-            common_passes.LiftSubgraphInitializersToMainGraphPass(),
+            *(
+                [common_passes.LiftSubgraphInitializersToMainGraphPass()]
+                if _has_subgraphs(model.graph)
+                else []
+            ),
             common_passes.DeduplicateInitializersPass(),
             common_passes.CommonSubexpressionEliminationPass(),
         )(model)
     remove_unread(model)  # what the merged copies read
     common_passes.OutputFixPass()(model)
+
+
+def _has_subgraphs(graph: ir.Graph) -> bool:
+    """Whether a node of `graph` has a subgraph (a Loop's body, an If's branches)."""
+    return any(
+        attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+        for node in graph
+        for attr in node.attributes.values()
+    )
 
 
 class _OutputInitializerWarning(logging.Filter):

@@ -536,12 +536,24 @@ def composite(g, node, *inputs):
     that does not depend on some input is expanded by that input's shape.
     """
     fgraph = node.op.fgraph
-    outputs = translate_inner_graph(
-        g, fgraph.inputs, fgraph.outputs, fgraph.toposort(), inputs, scalar=True
-    )
-    for i, var in enumerate(fgraph.outputs):
-        used = set(ancestors([var]))
-        for inner, value in zip(fgraph.inputs, inputs, strict=True):
-            if inner not in used:
-                outputs[i] = g.Expand(outputs[i], g.Shape(value))
+    nodes, unused = _inner_graph(g, fgraph)
+    outputs = translate_inner_graph(g, fgraph.inputs, fgraph.outputs, nodes, inputs, scalar=True)
+    for i, missing in enumerate(unused):
+        for k in missing:
+            outputs[i] = g.Expand(outputs[i], g.Shape(inputs[k]))
     return outputs
+
+
+def _inner_graph(g, fgraph) -> tuple[list, list[list[int]]]:
+    """The inner nodes of a Composite's `fgraph` in order and, for each output, the inputs
+    it does not depend on: found once per export for the many nodes of one Composite (a
+    fused layer repeated), kept by the export's builder (by identity: PyTensor 3's frozen
+    graphs compare equal by structure, with variables of their own)."""
+    cache = g.builder.root.inner_graphs
+    if id(fgraph) not in cache:
+        unused = []
+        for var in fgraph.outputs:
+            used = set(ancestors([var]))
+            unused.append([k for k, inner in enumerate(fgraph.inputs) if inner not in used])
+        cache[id(fgraph)] = (fgraph, list(fgraph.toposort()), unused)  # fgraph: its id stays
+    return cache[id(fgraph)][1:]
