@@ -4,7 +4,7 @@ Cholesky, triangular solves and LU with partial pivoting (for Solve, MatrixInver
 SLogDet, LU, LUFactor) work on matrices padded to a multiple of the block size, one Loop
 step per block (Cholesky: per panel of two blocks): triangular solves multiply by the inverses
 of the diagonal blocks (all computed at once by doubling), Cholesky's diagonal blocks are
-factored by five unrolled nodes per column (seven for a batch), LU's panels take one Loop step
+factored by four unrolled nodes per column (five for a batch), LU's panels take one Loop step
 per column. Every translation works on the last two dims, so Blockwise versions run one Loop
 for the whole batch. Failures follow PyTensor: NaN where it gives NaN (Cholesky and solves of
 non-positive-definite or singular systems, lu_factor with a zero pivot), LinAlgError where it
@@ -400,22 +400,27 @@ def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
 
 def _block_factor(g, a, rank: int, block: int):
     """Right-looking Cholesky of the lower triangle of the `block` x `block` matrices `a`,
-    unrolled (a few nodes per column): column j of L is column j of what remains, S[:, j],
-    divided by sqrt(S[j, j]); then S -= l l^T. The entries above the diagonal are rounding
-    residues of the columns already done and are zeroed at the end; NaN or inf where a pivot is
-    not > 0 (the caller checks L's diagonal)."""
-    remaining = g.Add(_triangle(g, a, True), swap_last(g, _triangle(g, a, True, -1), rank))
-    columns = []
+    unrolled, four nodes per column: with S what remains (symmetric), its row j, r = S[j, :],
+    and pivot p = r[j]; then S -= r^T (r / p) (a Gemm). Row j is sqrt(p) times L's column j
+    (a row, not a column: ONNX Runtime copies a row at once, a column entry by entry), so L is
+    R^T with R's rows divided by the square roots of their pivots. R's entries left of the
+    diagonal are rounding residues of the updates and are zeroed at the end; NaN or inf
+    where a pivot is not > 0 (the caller checks L's diagonal)."""
+    remaining = symmetric(g, a, True, rank)
+    rows, pivots = [], []
     for j in range(block):
-        column = g.Slice(remaining, ints(g, [j]), ints(g, [j + 1]), ints(g, [-1]))
-        pivot = g.Slice(column, ints(g, [j]), ints(g, [j + 1]), ints(g, [-2]))
-        l = g.Div(column, g.Sqrt(pivot))
-        columns.append(l)
-        if j + 1 < block and rank == 2:
-            remaining = g.Gemm(l, l, remaining, alpha=-1.0, transB=1)
-        elif j + 1 < block:
-            remaining = g.Sub(remaining, g.Mul(l, swap_last(g, l, rank)))
-    factor = g.Concat(*columns, axis=-1) if block > 1 else columns[0]
+        row = g.Slice(remaining, ints(g, [j]), ints(g, [j + 1]), ints(g, [-2]))  # (..., 1, B)
+        pivots.append(g.Slice(row, ints(g, [j]), ints(g, [j + 1]), ints(g, [-1])))
+        rows.append(row)
+        if j + 1 < block:
+            scaled = g.Div(row, pivots[-1])
+            if rank == 2:
+                remaining = g.Gemm(scaled, row, remaining, alpha=-1.0, transA=1)
+            else:
+                remaining = g.Sub(remaining, g.MatMul(swap_last(g, scaled, rank), row))
+    if block > 1:
+        rows, pivots = [g.Concat(*rows, axis=-2)], [g.Concat(*pivots, axis=-2)]
+    factor = swap_last(g, g.Div(rows[0], g.Sqrt(pivots[0])), rank)
     return _triangle(g, factor, True)
 
 
