@@ -5,6 +5,9 @@
   once PyTensor knows there is one channel), becomes ChannelConv2d (one ONNX Conv in float32);
 - non-overlapping max pooling, written as
   ``h.reshape((n, c, h // p, p, w // p, p)).max(axis=(3, 5))``, becomes Pool2d (MaxPool);
+- a reduction of a checked value, ``Sum(Check(x, conditions))`` (a PyMC log-density's sum of
+  checked terms), becomes ``Check(Sum(x), conditions)``, so the check's failure guard holds
+  up the scalar (reduce_before_check);
 - calls of one scalar function whose translation is a decomposition (gammaln, digamma, erf
   in float64, ...) on values of one element that do not depend on each other become one
   call on the vector of their arguments (StackScalarCalls).
@@ -19,12 +22,13 @@ import pytensor.scalar.math as scalar_math
 from pytensor.compile import optdb
 from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
-from pytensor.graph.rewriting.basic import GraphRewriter, node_rewriter
+from pytensor.graph.rewriting.basic import GraphRewriter, copy_stack_trace, node_rewriter
 from pytensor.graph.traversal import ancestors
+from pytensor.raise_op import CheckAndRaise
 from pytensor.scalar import upcast
 from pytensor.tensor.basic import MakeVector, as_tensor_variable, concatenate, stack
 from pytensor.tensor.blockwise import Blockwise
-from pytensor.tensor.elemwise import DimShuffle, Elemwise
+from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.math import Max, Sum
 from pytensor.tensor.shape import Reshape, Shape_i
 from pytensor.tensor.signal.conv import Convolve2d
@@ -186,6 +190,26 @@ def flatten_own_batch(fgraph, node):
     return [node.op(v, new_shape)]
 
 
+@node_rewriter([CAReduce])
+def reduce_before_check(fgraph, node):
+    """A reduction of a checked value nothing else reads, ``Sum(Check(x, *conditions))`` ->
+    ``Check(Sum(x), *conditions)``: the same value and the same failure, since the conditions
+    do not depend on x. A PyMC log-density sums checked terms, and a check's failure guard
+    copies the value it holds up (an ONNX Expand): a scalar, not every term."""
+    [checked] = node.inputs
+    check = checked.owner
+    if check is None or not isinstance(check.op, CheckAndRaise):
+        return None
+    if len(fgraph.clients[checked]) != 1:
+        return None
+    value, *conditions = check.inputs
+    reduced = node.op(value)
+    copy_stack_trace(node.outputs[0], reduced)
+    result = check.op(reduced, *conditions)
+    copy_stack_trace(checked, result)
+    return [result]
+
+
 # Scalar functions translated as decompositions of dozens to thousands of ONNX nodes, and the
 # dtypes where they are (None: all; ONNX Runtime has float32 Erf).
 DECOMPOSED = {
@@ -287,6 +311,7 @@ def _independent(nodes):
 
 
 optdb.register("onnx_stack_scalar_calls", StackScalarCalls(), "onnx", position=2.5)
+optdb["canonicalize"].register("onnx_reduce_before_check", reduce_before_check, "onnx")
 optdb["specialize"].register("onnx_channel_convolution", channel_convolution, "onnx")
 optdb["specialize"].register("onnx_flatten_own_batch", flatten_own_batch, "onnx")
 optdb["specialize"].register("onnx_max_pooling", max_pooling, "onnx")

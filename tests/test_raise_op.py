@@ -37,6 +37,34 @@ def test_check_and_raise_keeps_its_exception_type_and_non_bool_conditions():
         fn(np.array([200.0]), 1)
 
 
+def test_a_check_summed_is_checked_after_the_sum():
+    """A PyMC log-density sums checked terms: Sum(Check(terms, condition)). The check moves
+    after the reduction, so the failure guard holds up a scalar, not a copy of every term; it
+    still raises where the condition is false, and a checked value read elsewhere keeps its
+    check where it is."""
+    x, sigma = pt.vector("x"), pt.scalar("sigma")
+    check = CheckAndRaise(ValueError, "sigma > 0")
+    terms = -0.5 * (x / sigma) ** 2 - pt.log(sigma)
+    logp = check(terms, pt.gt(sigma, 0)).sum()
+    values = [np.linspace(-3, 3, 7), np.array(1.5)]
+    compare_onnx_and_py([x, sigma], logp, values)
+    model = export_onnx(([x, sigma], [logp]))
+    shapes = {v.name: v.type.tensor_type.shape for v in model.graph.value_info}
+    guarded = [node.input[0] for node in model.graph.node if node.op_type == "Expand"]
+    assert len(guarded) == 1 and len(shapes[guarded[0]].dim) == 0  # the sum, not the terms
+    fn = pytensor.function([x, sigma], logp, mode="ONNX")
+    np.testing.assert_allclose(fn(*values), pytensor.function([x, sigma], logp)(*values))
+    with pytest.raises(ValueError, match="sigma > 0"):
+        fn(values[0], np.array(-1.0))
+    # Read elsewhere too (and by a max): the terms stay checked where they are.
+    both = [check(terms, pt.gt(sigma, 0)).sum(), check(terms, pt.gt(sigma, 0)).max()]
+    both.append(check(terms, pt.gt(sigma, 0)) * 2)
+    compare_onnx_and_py([x, sigma], both, values)
+    fn = pytensor.function([x, sigma], both, mode="ONNX")
+    with pytest.raises(ValueError, match="sigma > 0"):
+        fn(values[0], np.array(-1.0))
+
+
 def test_constant_false_assert_fails_at_export():
     x = pt.vector("x")
     out = Assert("never true")(x, pt.constant(False))
