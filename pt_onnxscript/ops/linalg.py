@@ -4,7 +4,7 @@ Cholesky, triangular solves and LU with partial pivoting (for Solve, MatrixInver
 SLogDet, LU, LUFactor) work on matrices padded to a multiple of the block size, one Loop
 step per block (Cholesky: per panel of two blocks): triangular solves multiply by the inverses
 of the diagonal blocks (all computed at once by doubling), Cholesky's diagonal blocks are
-factored by four unrolled nodes per column (five for a batch), LU's panels take one Loop step
+factored by four unrolled nodes per column (six for a batch), LU's panels take one Loop step
 per column. Every translation works on the last two dims, so Blockwise versions run one Loop
 for the whole batch. Failures follow PyTensor: NaN where it gives NaN (Cholesky and solves of
 non-positive-definite or singular systems, lu_factor with a zero pivot), LinAlgError where it
