@@ -460,11 +460,7 @@ def optimize(model: ir.Model) -> None:
 
 def _has_subgraphs(graph: ir.Graph) -> bool:
     """Whether a node of `graph` has a subgraph (a Loop's body, an If's branches)."""
-    return any(
-        attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
-        for node in graph
-        for attr in node.attributes.values()
-    )
+    return next(graph.subgraphs(), None) is not None
 
 
 class _OutputInitializerWarning(logging.Filter):

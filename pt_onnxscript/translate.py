@@ -162,7 +162,7 @@ def _schema(op_type: str, domain: str, version: int) -> onnx.defs.OpSchema | Non
 
 @functools.cache
 def _signature(op_type: str, domain: str, version: int) -> ir.schemas.OpSignature:
-    return ir.schemas.OpSignature.from_op_schema(onnx.defs.get_schema(op_type, version, domain))
+    return ir.schemas.OpSignature.from_op_schema(_schema(op_type, domain, version))
 
 
 def _label(node: Apply) -> str:
