@@ -268,15 +268,10 @@ class _Specialised:
 
 def model_checks(model: ir.Model) -> dict[str, tuple[type[Exception], str]]:
     """The checks kept in `model` (see ``ops.common.failure_guard``), by node name."""
-    import onnx_ir as ir
-
     from pt_onnxscript.ops.common import CHECK
+    from pt_onnxscript.walk import all_nodes
 
-    return {
-        node.name: node.meta[CHECK]
-        for node in ir.traversal.RecursiveGraphIterator(model.graph)
-        if CHECK in node.meta
-    }
+    return {node.name: node.meta[CHECK] for node in all_nodes(model.graph) if CHECK in node.meta}
 
 
 def raise_check(
@@ -296,15 +291,13 @@ def raise_check(
 def _failure(err: Exception, model: ir.Model, name: str | None, feeds) -> str:
     """What went wrong, in the model's terms: the node, the PyTensor node and user's line it
     was translated from, ONNX Runtime's own words and the inputs' dtypes and shapes."""
-    import onnx_ir as ir
+    from pt_onnxscript.walk import all_nodes
 
     said = str(err).split("Status Message: ", 1)[-1].strip()
     said = re.sub(r"^\S+\.(h|cc):\d+ (onnxruntime::\S+\(.*?\) )?", "", said)
     lines = [f"ONNX Runtime failed running {model.graph.name or 'the model'}"]
     if name is not None:
-        node = next(
-            (n for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.name == name), None
-        )
+        node = next((n for n in all_nodes(model.graph) if n.name == name), None)
         lines[0] = f"ONNX Runtime failed at node {name!r}"
         if node is not None:
             lines[0] += f" ({node.op_type})"

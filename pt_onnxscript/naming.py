@@ -12,6 +12,8 @@ import re
 
 import onnx_ir as ir
 
+from pt_onnxscript.walk import all_nodes
+
 _NUMBERS = re.compile(r"_\d+(?=_|$)")
 
 
@@ -22,7 +24,7 @@ def _base(name: str | None) -> str:
 def canonical_results(graph: ir.Graph) -> None:
     """Order the carried values of every Loop and the results of every If (nested ones
     included) by their names in the body (the then branch)."""
-    nodes = list(ir.traversal.RecursiveGraphIterator(graph))
+    nodes = list(all_nodes(graph))
     for node in nodes:
         if node.domain not in ("", "ai.onnx"):
             continue
@@ -121,7 +123,7 @@ def drop_onnxscript_notes(graph: ir.Graph) -> None:
     builder's (a shape inference that could not run inside a scripted function's branch,
     naming values as they were before `canonical_results`). They mean nothing to a reader
     of the file, and files stay byte-identical, and smaller."""
-    nodes = list(ir.traversal.RecursiveGraphIterator(graph))
+    nodes = list(all_nodes(graph))
     values = [*graph.inputs, *graph.initializers.values()]
     for item in [*nodes, *(value for node in nodes for value in node.outputs), *values]:
         for key in [k for k in item.metadata_props if k.startswith("pkg.onnxscript.")]:

@@ -43,6 +43,7 @@ from onnxscript.rewriter.rules.common._basic_rules import ExpandIdentity
 
 from pt_onnxscript.inference import InferenceCache, shape_dims
 from pt_onnxscript.inference import key as inference_key
+from pt_onnxscript.walk import all_nodes, has_subgraphs
 
 
 class ExpandToOwnShape(ExpandIdentity):
@@ -244,10 +245,7 @@ def _rules_for(model: ir.Model) -> RewriteRuleSet | None:
     ~15 us a failed match: most of an export's time on graphs of thousands of nodes). The set
     leaves removing what the rewrites left unread to `optimize`, which does it when a rule
     applied (the set would run RemoveUnusedNodesPass after every pass, applied or not)."""
-    present = {
-        (node.domain or "", node.op_type)
-        for node in ir.traversal.RecursiveGraphIterator(model.graph)
-    }
+    present = {(node.domain or "", node.op_type) for node in all_nodes(model.graph)}
     rules = []
     for rule in EXACT_RULES.rules:
         outputs = rule._target_pattern.output_nodes
@@ -426,7 +424,7 @@ def optimize(model: ir.Model) -> None:
         if changed:
             remove_unread(model)
         hoisted = unrolled = False
-        if _has_subgraphs(model.graph):  # Loops and Ifs: their passes (each walks the graph)
+        if has_subgraphs(model.graph):  # Loops and Ifs: their passes (each walks the graph)
             common_passes.LiftSubgraphInitializersToMainGraphPass()(model)  # folded constants
             hoisted = hoist_loop_invariants(model.graph)
             unrolled = unroll_loops(model.graph) | unroll_by_factor(model.graph)
@@ -448,19 +446,27 @@ def optimize(model: ir.Model) -> None:
             common_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
             *(
                 [common_passes.LiftSubgraphInitializersToMainGraphPass()]
-                if _has_subgraphs(model.graph)
+                if has_subgraphs(model.graph)
                 else []
             ),
             common_passes.DeduplicateInitializersPass(),
             common_passes.CommonSubexpressionEliminationPass(),
         )(model)
     remove_unread(model)  # what the merged copies read
-    common_passes.OutputFixPass()(model)
+    if _outputs_to_fix(model.graph):
+        common_passes.OutputFixPass()(model)
 
 
-def _has_subgraphs(graph: ir.Graph) -> bool:
-    """Whether a node of `graph` has a subgraph (a Loop's body, an If's branches)."""
-    return next(graph.subgraphs(), None) is not None
+def _outputs_to_fix(graph: ir.Graph) -> bool:
+    """Whether onnx-ir's OutputFixPass has something to do (it walks every subgraph twice,
+    ~15 ms on 10,000 nodes, to find none): an output of `graph` listed twice or that is an
+    input, or a subgraph, whose outputs it checks alike."""
+    outputs = list(graph.outputs)
+    return (
+        len(set(outputs)) < len(outputs)
+        or any(value.is_graph_input() for value in outputs)
+        or has_subgraphs(graph)
+    )
 
 
 class _OutputInitializerWarning(logging.Filter):
@@ -525,7 +531,7 @@ def match_scalar_ranks(model: ir.Model) -> None:
     against an (..., n, 1) tensor one element per call (Add on a (500, 1) column and a 0-d
     constant: 12 us; with a (1, 1) constant: 1 us, same values)."""
     reshaped: dict[tuple[ir.Value, int], ir.Value] = {}
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+    for node in all_nodes(model.graph):
         if node.domain not in ("", "ai.onnx") or node.op_type not in ELEMENTWISE:
             continue
         shape = node.outputs[0].shape
@@ -611,7 +617,7 @@ def _fixed_trip_count(loop: ir.Node) -> int | None:
     stacked = len(body.outputs) - 1 - carried
     if count < 0 or (count == 0 and stacked):
         return None  # nothing to copy, and stacked outputs would need their element shape
-    size = sum(1 for n in ir.traversal.RecursiveGraphIterator(body) if n.op_type != "Constant")
+    size = sum(1 for n in all_nodes(body) if n.op_type != "Constant")
     if count * (size + stacked) > UNROLL_BUDGET or body.initializers:
         return None
     if not _runs_to_the_end(body):
@@ -662,7 +668,7 @@ def _splice(body, graph, before, prefix, iteration, condition, carried) -> list[
 def _detach(loop: ir.Node) -> None:
     """Remove `loop`, first detaching its body's nodes (they would still count as users of
     the outer values they read)."""
-    for node in ir.traversal.RecursiveGraphIterator(loop.attributes["body"].as_graph()):
+    for node in all_nodes(loop.attributes["body"].as_graph()):
         for i in range(len(node.inputs)):
             node.replace_input_with(i, None)
     loop.graph.remove(loop, safe=True)
@@ -755,7 +761,7 @@ def _factor(loop: ir.Node) -> int:
     body = loop.attributes["body"].as_graph()
     if body.initializers or not _runs_to_the_end(body):
         return 1
-    size = sum(1 for n in ir.traversal.RecursiveGraphIterator(body) if n.op_type != "Constant")
+    size = sum(1 for n in all_nodes(body) if n.op_type != "Constant")
     if size > SMALL_BODY:
         return 1
     return min(UNROLL_FACTOR, max(1, UNROLLED_BODY // max(size, 1)))

@@ -11,6 +11,8 @@ calls behind, and the model is invalid: "No opset import for domain 'this'".)
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
+from pt_onnxscript.walk import all_nodes
+
 
 def inline(g, function, *args):
     """The outputs of scripted `function` on `args`, its nodes inlined into `g`'s graph."""
@@ -19,7 +21,7 @@ def inline(g, function, *args):
 
 
 def _register_callees(functions: dict, function) -> None:
-    for node in ir.traversal.RecursiveGraphIterator(function.graph()):
+    for node in all_nodes(function.graph()):
         callee = function.function.__globals__.get(node.op_type)
         if node.domain == function.function_ir.domain and callee is not None:
             # A copy: inlining rewrites the model's functions in place.
@@ -40,7 +42,7 @@ def inline_functions(model: ir.Model, opset: int) -> None:
         InlinePass()(model)
         for domain in domains:
             model.graph.opset_imports.pop(domain, None)
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+    for node in all_nodes(model.graph):
         if node.domain not in ("", "ai.onnx"):
             raise ValueError(
                 f"The model calls {node.domain}::{node.op_type}, which is not an ONNX "

@@ -44,6 +44,7 @@ from pt_onnxscript.types import (
     onnx_dtype,
     value_shape,
 )
+from pt_onnxscript.walk import all_nodes
 
 
 class StaticValue:
@@ -647,7 +648,7 @@ def _provenance(model: ir.Model, nodes: Sequence[Apply], fgraph: FunctionGraph) 
         {name: str(var) for name, var in zip(outputs, fgraph.outputs, strict=True)}
     )
     notes: dict[int, dict[str, str]] = {}  # by PyTensor node: the many ONNX nodes of one
-    for node in ir.traversal.RecursiveGraphIterator(graph):
+    for node in all_nodes(graph):
         namespace = node.metadata_props.get("namespace", "")
         index = namespace.split("_", 1)[0]
         if not index.isdigit() or int(index) >= len(nodes):
