@@ -234,8 +234,6 @@ _HINTS = {
     "diagonal blocks",
     "QZ": "no ONNX translation yet: it needs a QZ-iteration eigensolver (solve_discrete_are, "
     "which PyTensor builds on it, translates without it)",
-    "TensorInv": "reshape to a matrix and use pt.linalg.inv",
-    "TensorSolve": "reshape to a matrix and use pt.linalg.solve",
     "Fourier": "complex output: ONNX Runtime has no complex dtypes; use pt.fft.rfft, whose "
     "real and imaginary parts are a real axis",
     **dict.fromkeys(

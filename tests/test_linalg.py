@@ -681,3 +681,130 @@ def test_block_diag(rng):
         rng.normal(size=(4, 2, 2)),
     ]
     compare_onnx_and_py([a, b, c, batched], outs, values)
+
+
+def _tensor_ops():
+    try:  # PyTensor 3
+        from pytensor.tensor.linalg.inverse import tensorinv
+        from pytensor.tensor.linalg.solvers.lstsq import tensorsolve
+    except ImportError:  # PyTensor 2.38
+        from pytensor.tensor.nlinalg import tensorinv, tensorsolve
+    return tensorinv, tensorsolve
+
+
+@pytest.mark.parametrize("dtype", ["float64", pytest.param("float32", marks=pytest.mark.slow)])
+def test_tensorinv_like_numpy(dtype, rng):
+    """tensorinv: NumPy's reshape to (prod(shape[ind:]), -1), inverse, and reshape to
+    shape[ind:] + shape[:ind], for each `ind`; non-symmetric, size-1 and ill-conditioned
+    tensors, of symbolic shape (one compilation for all sizes of a rank) and static."""
+    tensorinv, _ = _tensor_ops()
+    tol = RTOL[dtype]
+    for shapes, ind in [
+        ([(2, 3, 6), (1, 1, 1), (2, 2, 4)], 2),
+        ([(6, 2, 3), (1, 1, 1), (4, 2, 2)], 1),
+        ([(2, 3, 2, 3)], 2),
+    ]:
+        static = len(shapes) == 1
+        a = pt.tensor("a", dtype=dtype, shape=shapes[0] if static else (None,) * len(shapes[0]))
+        values = [rng.normal(size=s).astype(dtype) for s in shapes]
+        more = [[v] for v in values[1:]]
+        compare_onnx_and_py(
+            [a], [tensorinv(a, ind)], values[:1], more_inputs=more, rtol=tol, atol=tol
+        )
+    # Ill-conditioned (cond 1e8 in float64, 1e3 in float32): within what that allows.
+    cond = 1e8 if dtype == "float64" else 1e3
+    q1, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    q2, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    ill = ((q1 * np.geomspace(1, 1 / cond, 6)) @ q2).reshape(6, 2, 3).astype(dtype)
+    a = pt.tensor3("a", dtype=dtype)
+    got = pytensor.function([a], tensorinv(a, 1), mode="ONNX")(ill)
+    expected = np.linalg.tensorinv(ill.astype("float64"), 1)
+    error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
+    assert got.dtype == dtype and error < 10 * cond * np.finfo(dtype).eps
+
+
+def test_tensorinv_failures_like_numpy(rng):
+    tensorinv, _ = _tensor_ops()
+    a = pt.tensor3("a")
+    fn = pytensor.function([a], tensorinv(a, 2), mode="ONNX")
+    singular = rng.normal(size=(2, 3, 6))
+    singular[1, 2] = singular[0, 1]
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        np.linalg.tensorinv(singular, 2)
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        fn(singular)
+    with pytest.raises(np.linalg.LinAlgError, match="must be square"):
+        fn(rng.normal(size=(2, 3, 4)))  # prod(shape[2:]) = 4, prod(shape[:2]) = 6
+
+
+@pytest.mark.parametrize(
+    ("a", "ind", "message"),
+    [
+        (pt.tensor3("a"), 0, "ind=0"),
+        (pt.tensor("a", shape=(2, 3, 4)), 2, r"not square: prod\(shape\[2:\]\) is 4"),
+        (pt.tensor("a", shape=(6, 2, 3)), 1, r"PyTensor types its result as \(6, 2, 3\)"),
+        (pt.tensor3("a", dtype="int64"), 2, "int64 output"),
+    ],
+)
+def test_tensorinv_refused_with_the_reason(a, ind, message):
+    from pt_onnxscript import UnsupportedOpError
+
+    tensorinv, _ = _tensor_ops()
+    with pytest.raises(UnsupportedOpError, match=message):
+        export_onnx(([a], [tensorinv(a, ind)]))
+
+
+@pytest.mark.parametrize("dtype", ["float64", pytest.param("float32", marks=pytest.mark.slow)])
+def test_tensorsolve_like_numpy(dtype, rng):
+    """tensorsolve: a's axes moved to the end, a reshaped to a square matrix, b raveled, the
+    solution shaped as a's trailing dims; with and without `axes`, size 1, static shapes."""
+    _, tensorsolve = _tensor_ops()
+    tol = RTOL[dtype]
+    for a_shapes, b_shapes, axes in [
+        ([(6, 2, 3), (1, 1, 1), (4, 1, 4)], [(6,), (1,), (4,)], None),
+        ([(2, 6, 3), (2, 4, 2)], [(6,), (4,)], (0,)),
+        ([(3, 2, 3, 2)], [(3, 2)], (1, 0)),
+    ]:
+        static = len(a_shapes) == 1
+        a = pt.tensor("a", dtype=dtype, shape=a_shapes[0] if static else (None,) * len(a_shapes[0]))
+        b = pt.tensor("b", dtype=dtype, shape=b_shapes[0] if static else (None,) * len(b_shapes[0]))
+        cases = [
+            [rng.normal(size=sa).astype(dtype), rng.normal(size=sb).astype(dtype)]
+            for sa, sb in zip(a_shapes, b_shapes, strict=True)
+        ]
+        compare_onnx_and_py(
+            [a, b], [tensorsolve(a, b, axes)], cases[0], more_inputs=cases[1:], rtol=tol, atol=tol
+        )
+
+
+def test_tensorsolve_mixed_dtypes_and_failures_like_numpy(rng):
+    _, tensorsolve = _tensor_ops()
+    a = pt.tensor3("a", dtype="float32")
+    b = pt.vector("b")
+    compare_onnx_and_py(
+        [a, b],
+        [tensorsolve(a, b)],
+        [rng.normal(size=(6, 2, 3)).astype("float32"), rng.normal(size=6)],
+        rtol=1e-10,
+    )
+    a = pt.tensor3("a")
+    fn = pytensor.function([a, b], tensorsolve(a, b), mode="ONNX")
+    singular = rng.normal(size=(6, 2, 3))
+    singular[3] = singular[1]
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        np.linalg.tensorsolve(singular, np.ones(6))
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        fn(singular, np.ones(6))
+    with pytest.raises(np.linalg.LinAlgError, match=r"prod\(a.shape\[b.ndim:\]\)"):
+        fn(rng.normal(size=(5, 2, 3)), np.ones(5))  # 30 entries, 6 unknowns
+    with pytest.raises(ValueError, match="b must have as many entries"):
+        fn(rng.normal(size=(6, 2, 3)), np.ones(5))  # a 6 x 6 matrix, b of 5
+
+
+def test_tensorsolve_refused_unless_its_result_is_a_matrix():
+    from pt_onnxscript import UnsupportedOpError
+
+    _, tensorsolve = _tensor_ops()
+    a, b = pt.tensor3("a"), pt.matrix("b")
+    with pytest.raises(UnsupportedOpError, match="types its result as a matrix"):
+        export_onnx(([a, b], [tensorsolve(a, b)]))

@@ -1,7 +1,7 @@
 """Linear algebra ONNX lacks, by blocks whose bulk runs in MatMul.
 
 Cholesky, triangular solves and LU with partial pivoting (for Solve, MatrixInverse, Det,
-SLogDet, LU, LUFactor) work on matrices padded to a multiple of the block size, one Loop
+SLogDet, LU, LUFactor, and NumPy's tensorinv and tensorsolve) work on matrices padded to a multiple of the block size, one Loop
 step per block (Cholesky: per panel of two blocks): triangular solves multiply by the inverses
 of the diagonal blocks (all computed at once by doubling), Cholesky's diagonal blocks are
 factored by four unrolled nodes per column (six for a batch), LU's panels take one Loop step
@@ -10,6 +10,8 @@ for the whole batch. Failures follow PyTensor: NaN where it gives NaN (Cholesky 
 non-positive-definite or singular systems, lu_factor with a zero pivot), LinAlgError where it
 raises (inverting a singular matrix: a failure guard in the model).
 """
+
+import math
 
 import numpy as np
 import onnx_ir as ir
@@ -26,20 +28,21 @@ from pt_onnxscript.ops.common import (
     raise_if,
     range_to,
 )
-from pt_onnxscript.registry import register, register_blockwise
+from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.types import onnx_dtype
 
 try:  # PyTensor 3
     from pytensor.tensor.linalg.constructors import BlockDiagonal
     from pytensor.tensor.linalg.decomposition.cholesky import Cholesky
     from pytensor.tensor.linalg.decomposition.lu import LU, LUFactor, PivotToPermutations
-    from pytensor.tensor.linalg.inverse import MatrixInverse
+    from pytensor.tensor.linalg.inverse import MatrixInverse, TensorInv
     from pytensor.tensor.linalg.solvers.general import Solve
+    from pytensor.tensor.linalg.solvers.lstsq import TensorSolve
     from pytensor.tensor.linalg.solvers.psd import CholeskySolve
     from pytensor.tensor.linalg.solvers.triangular import SolveTriangular
     from pytensor.tensor.linalg.summary import Det, SLogDet
 except ImportError:  # PyTensor 2.38
-    from pytensor.tensor.nlinalg import Det, MatrixInverse, SLogDet
+    from pytensor.tensor.nlinalg import Det, MatrixInverse, SLogDet, TensorInv, TensorSolve
     from pytensor.tensor.slinalg import (
         LU,
         BlockDiagonal,
@@ -848,6 +851,114 @@ def matrix_inverse(g, node, a):
     inverse, pivots = lu_solve_system(g, a, identity_like(g, a, dtype), dtype, rank, size)
     singular = _singular(g, pivots, dtype)
     return raise_if(g, singular, inverse, np.linalg.LinAlgError, "Singular matrix")
+
+
+@register_check(TensorInv)
+def _check_tensorinv(node):
+    ind, shape = node.op.ind, node.inputs[0].type.shape
+    if ind <= 0:
+        return f"tensorinv with ind={ind} (NumPy's tensorinv needs a positive ind)"
+    rows, columns = shape[ind:], shape[:ind]
+    if None not in shape and math.prod(rows) != math.prod(columns):
+        return (
+            f"tensorinv(a, {ind}) of a tensor of shape {shape}, not square: "
+            f"prod(shape[{ind}:]) is {math.prod(rows)}, prod(shape[:{ind}]) is "
+            f"{math.prod(columns)}"
+        )
+    declared = node.outputs[0].type.shape
+    result = rows + columns
+    if any(d is not None and r is not None and d != r for d, r in zip(declared, result)):
+        return (
+            f"tensorinv(a, {ind}) of a tensor of shape {shape}: its result has shape "
+            f"{result}, but PyTensor types its result as {declared}, like its input, and its "
+            "own backends fail too; declare a's shape with None for its sizes"
+        )
+    return float_output_check(node)
+
+
+@register(TensorInv)
+def tensorinv(g, node, a):
+    """TensorInv -> np.linalg.tensorinv: `a` as the square matrix of prod(shape[ind:]) rows,
+    inverted by LU and shaped shape[ind:] + shape[:ind]; LinAlgError for a tensor that is not
+    square in that sense (NumPy's words) or is singular."""
+    dtype = node.outputs[0].type.dtype
+    ind, shape = node.op.ind, node.inputs[0].type.shape
+    a = _as(g, node.inputs[0], a, dtype)
+    rows = g.ReduceProd(g.Shape(a, start=ind), keepdims=1)
+    columns = g.ReduceProd(g.Shape(a, end=ind), keepdims=1)
+    not_square = g.Not(g.Equal(rows, columns))
+    a = raise_if(g, not_square, a, np.linalg.LinAlgError, _NOT_SQUARE)
+    matrix = g.Reshape(a, g.Concat(rows, columns, axis=0), allowzero=1)
+    size = None if None in shape[ind:] else math.prod(shape[ind:])
+    inverse, pivots = lu_solve_system(g, matrix, identity_like(g, matrix, dtype), dtype, 2, size)
+    inverse = raise_if(g, _singular(g, pivots, dtype), inverse, np.linalg.LinAlgError, _SINGULAR)
+    result_shape = g.Concat(g.Shape(a, start=ind), g.Shape(a, end=ind), axis=0)
+    return g.Reshape(inverse, result_shape, allowzero=1)
+
+
+_NOT_SQUARE = "Last 2 dimensions of the array must be square"
+_SINGULAR = "Singular matrix"
+
+
+def _tensorsolve_order(ndim: int, axes) -> list[int]:
+    """The axes of `a` as np.linalg.tensorsolve orders them: those in `axes` moved to the end,
+    in their order."""
+    order = list(range(ndim))
+    for k in axes or ():
+        order.remove(k)
+        order.insert(ndim, k)
+    return order
+
+
+@register_check(TensorSolve)
+def _check_tensorsolve(node):
+    a, b = node.inputs
+    axes = node.op.axes
+    if axes is not None and (
+        len(set(axes)) != len(axes) or not all(0 <= k < a.type.ndim for k in axes)
+    ):
+        return f"tensorsolve with axes={axes} (distinct axes of a, from 0 to {a.type.ndim - 1})"
+    if a.type.ndim - b.type.ndim != 2:
+        return (
+            f"tensorsolve of a {a.type.ndim}-d a and a {b.type.ndim}-d b: PyTensor types its "
+            f"result as a matrix, and NumPy's has a.ndim - b.ndim = "
+            f"{a.type.ndim - b.type.ndim} dims, so PyTensor's own backends fail too"
+        )
+    return float_output_check(node)
+
+
+@register(TensorSolve)
+def tensorsolve(g, node, a, b):
+    """TensorSolve -> np.linalg.tensorsolve: `a` with the axes in `axes` moved to the end,
+    reshaped to the square matrix of prod(a.shape[b.ndim:]) columns, solved by LU against b
+    raveled, the solution shaped as a's last two dims; LinAlgError for an `a` that is not
+    square in that sense (NumPy's words) or is singular, ValueError for a `b` of another
+    size."""
+    dtype = node.outputs[0].type.dtype
+    a_var, b_var = node.inputs
+    a, b = _as(g, a_var, a, dtype), _as(g, b_var, b, dtype)
+    order = _tensorsolve_order(a_var.type.ndim, node.op.axes)
+    if order != sorted(order):
+        a = g.Transpose(a, perm=order)
+    unknowns = g.Shape(a, start=-2)
+    count = g.ReduceProd(unknowns, keepdims=1)
+    not_square = g.Not(g.Equal(g.Size(a), g.Squeeze(g.Mul(count, count), ints(g, [0]))))
+    a = raise_if(g, not_square, a, np.linalg.LinAlgError, _NOT_SQUARE_SOLVE)
+    mismatched = g.Not(g.Equal(g.Size(b), g.Squeeze(count, ints(g, [0]))))
+    b = raise_if(g, mismatched, b, ValueError, _B_SIZE)
+    matrix = g.Reshape(a, g.Concat(count, count, axis=0), allowzero=1)
+    rhs = g.Reshape(b, g.Concat(count, ints(g, [1]), axis=0), allowzero=1)
+    static = [a_var.type.shape[k] for k in order[-2:]]
+    size = None if None in static else math.prod(static)
+    x, pivots = lu_solve_system(g, matrix, rhs, dtype, 2, size)
+    x = raise_if(g, _singular(g, pivots, dtype), x, np.linalg.LinAlgError, _SINGULAR)
+    return g.Reshape(x, unknowns, allowzero=1)
+
+
+_NOT_SQUARE_SOLVE = (
+    "Input arrays must satisfy the requirement prod(a.shape[b.ndim:]) == prod(a.shape[:b.ndim])"
+)
+_B_SIZE = "b must have as many entries as the solution has unknowns, prod(a.shape[b.ndim:])"
 
 
 @register(Det)
