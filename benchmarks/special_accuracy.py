@@ -78,6 +78,7 @@ SEVERAL_ARGUMENTS = [
         sp.betaincinv,
         [(1e-2, 1e2, True), (1e-2, 1e2, True), (0, 1, False)],
     ),
+    ("kve", pt.kve, sp.kve, [(1e-2, 30, True), (1e-3, 1e3, True)]),
 ]
 
 

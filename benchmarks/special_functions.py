@@ -1,6 +1,7 @@
-"""The incomplete gamma and beta functions and their inverses against PyTensor's default mode
-(which calls Cephes or SciPy), at 1, 10 and 1,000 elements: a and b log-uniform in [0.1, 100],
-x and p uniform in (0, 1). The values are checked first.
+"""The incomplete gamma and beta functions and their inverses, and kve, against PyTensor's
+default mode (which calls Cephes or SciPy, AMOS for kve), at 1, 10 and 1,000 elements: a and b
+log-uniform in [0.1, 100], x and p uniform in (0, 1); kve's order log-uniform in [0.1, 10] and
+x in [0.01, 100]. The values are checked first.
 
 One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
 
@@ -12,6 +13,7 @@ from timing import default_against_exported  # first: one core, one thread, befo
 # isort: split
 import numpy as np
 import pytensor.tensor as pt
+from pytensor.tensor.math import kve
 
 FUNCTIONS = [
     ("gammainc", pt.gammainc, 2),
@@ -19,6 +21,8 @@ FUNCTIONS = [
     ("betainc", pt.betainc, 3),
     ("betaincinv", pt.betaincinv, 3),
 ]
+
+KVE_RANGES = [(0.1, 10.0), (0.01, 100.0)]
 
 
 def main():
@@ -32,6 +36,10 @@ def main():
             values = [*parameters, rng.uniform(0, 1, size)]
             inputs = [pt.dvector(f"arg{i}") for i in range(arity)]
             problems.append((f"{name}, {size:>4} elements", inputs, [op(*inputs)], values, 1))
+    for size in (1, 10, 1000):
+        values = [np.exp(rng.uniform(np.log(lo), np.log(hi), size)) for lo, hi in KVE_RANGES]
+        inputs = [pt.dvector("v"), pt.dvector("x")]
+        problems.append((f"kve, {size:>4} elements", inputs, [kve(*inputs)], values, 1))
     default_against_exported(problems, rtol=1e-9, atol=0)
 
 

@@ -215,6 +215,30 @@ def test_against_the_default_mode_and_compile_fn():
         assert_same(got, expected)
 
 
+def test_rational_quadratic_spectral_density_and_its_gradient():
+    """An HSGP with a RatQuad kernel weighs its basis by the kernel's power spectral density,
+    which calls kv (PyTensor's Kve), and by gamma at a zero frequency."""
+    from pt_onnxscript.testing import compare_onnx_and_py
+
+    alpha, ls = pt.dscalar("alpha"), pt.dscalar("ls")
+    omega = pt.dmatrix("omega")
+    psd = pm.gp.cov.RatQuad(1, alpha=alpha, ls=ls).power_spectral_density(omega)
+    frequencies = np.linspace(0.0, 6.0, 13)[:, None]  # 0 takes gamma's branch
+    compare_onnx_and_py(
+        [alpha, ls, omega],
+        psd,
+        [np.array(2.5), np.array(0.7), frequencies],
+        more_inputs=[[np.array(0.8), np.array(1.3), frequencies]],
+        rtol=1e-12,
+    )
+    # The gradient at a zero frequency is NaN in PyTensor's Python linker (0 * inf in the
+    # branch switch drops) and finite in its default mode and here: compared away from it.
+    gradient = pt.grad(psd.sum(), ls)
+    compare_onnx_and_py(
+        [alpha, ls, omega], gradient, [np.array(2.5), np.array(0.7), frequencies[1:]], rtol=1e-12
+    )
+
+
 def test_export_says_nothing_about_the_infinities_it_folds():
     # Constant folding evaluates IEEE arithmetic (1 / 0 = inf in the Student-t's special
     # functions) with NumPy, which warns: the user has nothing to act on.

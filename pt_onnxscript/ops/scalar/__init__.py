@@ -5,6 +5,7 @@ basic arithmetic and comparisons, elementary transcendental functions, special f
 from pt_onnxscript.ops.scalar import (  # noqa: F401
     basic,
     bessel,
+    bessel_k,
     betainc,
     betaincinv,
     gammainc,
