@@ -453,7 +453,7 @@ def optimize(model: ir.Model) -> None:
             common_passes.CommonSubexpressionEliminationPass(),
         )(model)
     remove_unread(model)  # what the merged copies read
-    if _outputs_to_fix(model.graph):
+    if model.functions or _outputs_to_fix(model.graph):
         common_passes.OutputFixPass()(model)
 
 

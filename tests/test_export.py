@@ -556,3 +556,17 @@ def test_a_model_failing_onnxs_checker_is_reported_as_our_bug(monkeypatch):
     assert isinstance(info.value.__cause__, onnx.checker.ValidationError)
     with pytest.raises(ValueError, match="dims given"):  # with dims, those are at fault
         export_onnx(([x], [x + 1]), dims={"x": ("n",)})
+
+
+def test_outputs_that_are_inputs_or_repeated_stay_distinct_graph_outputs():
+    """An input returned as is, and one value returned twice, are each their own graph output
+    (an Identity each: ONNX names every output once), after the optimiser too."""
+    x = pt.vector("x")
+    y = x * 2
+    model = export_onnx(([x], [x, y, y, x]))
+    names = [value.name for value in model.graph.output]
+    assert len(set(names)) == 4 and "x" not in names
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    value = np.array([1.0, -2.0])
+    for got, expected in zip(session.run(None, {"x": value}), [value, 2 * value, 2 * value, value]):
+        np.testing.assert_array_equal(got, expected)
