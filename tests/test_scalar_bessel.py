@@ -92,13 +92,32 @@ def test_through_pytensor(dtype, opset):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
 def test_j0_and_j1_through_pytensor(dtype):
-    """And j0's gradient, -j1 (j1's needs jv(2, x), which is not translated)."""
+    """And jv of orders 0, 1, 2, j0's gradient (-j1) and j1's ((j0 - jv(2, x)) / 2)."""
     x = pt.vector("x", dtype=dtype)
     values = (X if dtype != "int64" else np.round(X)).astype(dtype)
-    outs = [pt.j0(x), pt.j1(x)]
+    outs = [pt.j0(x), pt.j1(x), *(pt.jv(v, x) for v in (0, 1, 2))]
     if dtype != "int64":
-        outs.append(pytensor.grad(pt.j0(x).sum(), x))
-    compare_onnx_and_py([x], outs, [values])
+        outs += [pytensor.grad(pt.j0(x).sum(), x), pytensor.grad(pt.j1(x).sum(), x)]
+    # SciPy's jv is AMOS, its j0 and j1 Cephes (ours): they differ by a few ulp.
+    compare_onnx_and_py([x], outs, [values], rtol=1e-14 if dtype == "float64" else None)
+
+
+def test_order_two_of_the_first_kind_against_mpmath():
+    """J_2: its series below |x| = 4 is relatively accurate (SciPy's AMOS too); above, 2 j1 /
+    x - j0, like SciPy, only absolutely near J_2's zeros (within 5e-16 of mpmath here, SciPy
+    4.3e-16)."""
+    from pt_onnxscript.ops.scalar.bessel import j2
+
+    small = np.concatenate([10 ** rng.uniform(-300, np.log10(4), 300), [3.9999999, 1e-5]])
+    large = np.concatenate([rng.uniform(4, 60, 300), np.nextafter(sp.jn_zeros(2, 10), 0)])
+    x = np.concatenate([small, -small, large, -large, [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    got = compiled(j2)(x)
+    mpmath.mp.dps = 40
+    exact = np.array([float(mpmath.besselj(2, v)) if np.isfinite(v) else np.nan for v in x])
+    near, finite = np.abs(x) < 4, np.isfinite(x)
+    assert relative_error(got[near], exact[near]).max() < 1e-15
+    assert np.abs(got - exact)[finite & ~near].max() < 5e-16
+    assert np.isnan(got[~finite]).all() and np.isnan(sp.jv(2, x[~finite])).all()  # as SciPy
 
 
 def test_edges_broadcast_and_empty():
@@ -122,8 +141,9 @@ def test_gradients():
 def test_order_that_is_not_a_constant_0_1_or_2_is_refused():
     v, x = pt.vector("v"), pt.vector("x")
     for order in (v, pt.constant(3.0)):
-        with pytest.raises(TranslationError, match="constant order v of 0, 1 or 2"):
-            pytensor.function([v, x], pt.ive(order, x), mode="ONNX", on_unused_input="ignore")
+        for bessel in (pt.ive, pt.jv):
+            with pytest.raises(TranslationError, match="constant order v of 0, 1 or 2"):
+                pytensor.function([v, x], bessel(order, x), mode="ONNX", on_unused_input="ignore")
 
 
 @pytest.mark.skipif(not hasattr(psm, "Iv"), reason="PyTensor 3.0 has no Iv op")

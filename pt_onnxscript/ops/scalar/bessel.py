@@ -1,5 +1,6 @@
-"""Bessel functions of the first kind: j0 and j1, and the modified i0, i1, their exponentially
-scaled forms, and iv/ive of order 0, 1 or 2 (the orders i0, i1 and their gradients use).
+"""Bessel functions of the first kind: j0, j1 and jv of order 0, 1 or 2 (j1's gradient reads
+jv(2, x)), and the modified i0, i1, their exponentially scaled forms, and iv/ive of order 0, 1
+or 2 (the orders i0, i1 and their gradients use).
 
 j0 and j1 are Cephes' (as in SciPy): rational functions up to |x| = 5, Hankel's asymptotic form
 above, its cos and sin from fdlibm's kernels (ONNX Runtime's float64 Sin and Cos lose their
@@ -7,8 +8,12 @@ relative accuracy near their zeros).
 
 i0, i0e, i1 and i1e are Cephes' (as in SciPy): Chebyshev series on [0, 8] and in 1/x above.
 Order 2 is the power series below |x| = 2 and i0 - 2 i1 / x above, where that difference loses
-under a bit. Everything computes in float64 and rounds once to the output dtype.
+under a bit; J_2 the power series below |x| = 4 and 2 j1 / x - j0 above (only absolutely
+accurate at J_2's zeros, like j0 and j1 at theirs). Everything computes in float64 and rounds
+once to the output dtype.
 """
+
+import math
 
 import numpy as np
 import pytensor.scalar.math as psm
@@ -461,8 +466,28 @@ def j1(x: DOUBLE[...]) -> DOUBLE[...]:
     return op18.Where(a > five, far, near)
 
 
+# J_2(x) = sum_k (-1)^k (x^2 / 4)^(k + 1) / (k! (k + 2)!), highest order first: to 1e-20 below
+# |x| = 4, where 2 J_1(x) / x - J_0(x) would lose up to log10(16 / x^2) digits.
+J2_SERIES = np.array(
+    [(-1.0) ** k / (math.factorial(k) * math.factorial(k + 2)) for k in range(18)]
+)[::-1].copy()
+
+
+@script()
+def j2(x: DOUBLE[...]) -> DOUBLE[...]:
+    """J_2, even: its power series below |x| = 4, 2 j1(x) / x - j0(x) above (Cephes jn's
+    formula for order 2, from j0 and j1 above)."""
+    four = op18.CastLike(4.0, x)
+    a = op18.Abs(x)
+    q = a * a / four
+    near = q * _polevl(q, op18.CastLike(J2_SERIES, x))
+    far_x = op18.Max(a, four)
+    far = op18.CastLike(2.0, x) * j1(far_x) / far_x - j0(far_x)
+    return op18.Where(a < four, near, far)
+
+
 _UNARY = {psm.I0: i0, psm.I1: i1, psm.J0: j0, psm.J1: j1}
-_ORDERS = {psm.Ive: (i0e, i1e, i2e)}
+_ORDERS = {psm.Ive: (i0e, i1e, i2e), psm.Jv: (j0, j1, j2)}
 if hasattr(psm, "Iv"):  # PyTensor 2.38 (3.0 writes iv(v, x) as ive(v, x) * exp(|x|))
     _ORDERS[psm.Iv] = (i0, i1, i2)
 
@@ -488,15 +513,15 @@ def _order(node, v) -> int:
     if values is None or values.size != 1 or values[0] not in (0, 1, 2):
         raise NotImplementedError(
             f"{type(node.op).__name__}(v, x) is translated for a constant order v of 0, 1 or 2 "
-            f"only (what i0, i1 and their gradients use); here v is "
-            f"{'not a constant' if values is None else values}. Use pt.i0/pt.i1 for orders "
-            "0 and 1."
+            f"only (what i0, i1, j0, j1 and their gradients use); here v is "
+            f"{'not a constant' if values is None else values}. Use pt.i0/pt.i1/pt.j0/pt.j1 "
+            "for orders 0 and 1."
         )
     return int(values[0])
 
 
 @register_scalar(*_ORDERS)
 def bessel_of_order(g, node, v, x):
-    """Iv, Ive of constant order 0, 1 or 2 -> i0/i1/i2 or their scaled forms."""
+    """Iv, Ive, Jv of constant order 0, 1 or 2 -> i0/i1/i2, their scaled forms, j0/j1/j2."""
     function = _ORDERS[type(node.op)][_order(node, v)]
     return inline_in_float64(g, node, function, x, variables=node.inputs[1:])
