@@ -1,14 +1,15 @@
 """Linear algebra ONNX lacks, by blocks whose bulk runs in MatMul.
 
 Cholesky, triangular solves and LU with partial pivoting (for Solve, MatrixInverse, Det,
-SLogDet, LU, LUFactor, and NumPy's tensorinv and tensorsolve) work on matrices padded to a multiple of the block size, one Loop
-step per block (Cholesky: per panel of two blocks): triangular solves multiply by the inverses
-of the diagonal blocks (all computed at once by doubling), Cholesky's diagonal blocks are
-factored by four unrolled nodes per column (six for a batch), LU's panels take one Loop step
-per column. Every translation works on the last two dims, so Blockwise versions run one Loop
-for the whole batch. Failures follow PyTensor: NaN where it gives NaN (Cholesky and solves of
-non-positive-definite or singular systems, lu_factor with a zero pivot), LinAlgError where it
-raises (inverting a singular matrix: a failure guard in the model).
+SLogDet, LU, LUFactor, and NumPy's tensorinv and tensorsolve) work on matrices padded to a
+multiple of the block size, one Loop step per block (Cholesky: per panel of two blocks):
+triangular solves multiply by the inverses of the diagonal blocks (all computed at once by
+doubling), Cholesky's diagonal blocks are factored by four unrolled nodes per column (six for
+a batch), LU's panels take one Loop step per column. Every translation works on the last two
+dims, so Blockwise versions run one Loop for the whole batch. Failures follow PyTensor: NaN
+where it gives NaN (Cholesky and solves of non-positive-definite or singular systems,
+lu_factor with a zero pivot), LinAlgError where it raises (inverting a singular matrix: a
+failure guard in the model).
 """
 
 import math
@@ -880,7 +881,8 @@ def _check_tensorinv(node):
 def tensorinv(g, node, a):
     """TensorInv -> np.linalg.tensorinv: `a` as the square matrix of prod(shape[ind:]) rows,
     inverted by LU and shaped shape[ind:] + shape[:ind]; LinAlgError for a tensor that is not
-    square in that sense (NumPy's words) or is singular."""
+    square in that sense (NumPy's words) or is singular. An empty tensor gives its empty
+    inverse (NumPy's reshape to (0, -1) refuses it)."""
     dtype = node.outputs[0].type.dtype
     ind, shape = node.op.ind, node.inputs[0].type.shape
     a = _as(g, node.inputs[0], a, dtype)
