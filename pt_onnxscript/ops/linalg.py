@@ -849,9 +849,17 @@ def matrix_inverse(g, node, a):
     dtype = node.outputs[0].type.dtype
     a = _as(g, node.inputs[0], a, dtype)
     rank, size = node.inputs[0].type.ndim, node.inputs[0].type.shape[-1]
-    inverse, pivots = lu_solve_system(g, a, identity_like(g, a, dtype), dtype, rank, size)
-    singular = _singular(g, pivots, dtype)
-    return raise_if(g, singular, inverse, np.linalg.LinAlgError, "Singular matrix")
+    return _solve_or_raise(g, a, identity_like(g, a, dtype), dtype, rank, size)
+
+
+_SINGULAR = "Singular matrix"
+
+
+def _solve_or_raise(g, a, b, dtype: str, rank: int, size: int | None):
+    """x with a x = b by LU with partial pivoting; LinAlgError("Singular matrix") for a
+    singular `a`, as NumPy's inv and solve raise."""
+    x, pivots = lu_solve_system(g, a, b, dtype, rank, size)
+    return raise_if(g, _singular(g, pivots, dtype), x, np.linalg.LinAlgError, _SINGULAR)
 
 
 @register_check(TensorInv)
@@ -892,14 +900,12 @@ def tensorinv(g, node, a):
     a = raise_if(g, not_square, a, np.linalg.LinAlgError, _NOT_SQUARE)
     matrix = g.Reshape(a, g.Concat(rows, columns, axis=0), allowzero=1)
     size = None if None in shape[ind:] else math.prod(shape[ind:])
-    inverse, pivots = lu_solve_system(g, matrix, identity_like(g, matrix, dtype), dtype, 2, size)
-    inverse = raise_if(g, _singular(g, pivots, dtype), inverse, np.linalg.LinAlgError, _SINGULAR)
+    inverse = _solve_or_raise(g, matrix, identity_like(g, matrix, dtype), dtype, 2, size)
     result_shape = g.Concat(g.Shape(a, start=ind), g.Shape(a, end=ind), axis=0)
     return g.Reshape(inverse, result_shape, allowzero=1)
 
 
 _NOT_SQUARE = "Last 2 dimensions of the array must be square"
-_SINGULAR = "Singular matrix"
 
 
 def _tensorsolve_order(ndim: int, axes) -> list[int]:
@@ -952,8 +958,7 @@ def tensorsolve(g, node, a, b):
     rhs = g.Reshape(b, g.Concat(count, ints(g, [1]), axis=0), allowzero=1)
     static = [a_var.type.shape[k] for k in order[-2:]]
     size = None if None in static else math.prod(static)
-    x, pivots = lu_solve_system(g, matrix, rhs, dtype, 2, size)
-    x = raise_if(g, _singular(g, pivots, dtype), x, np.linalg.LinAlgError, _SINGULAR)
+    x = _solve_or_raise(g, matrix, rhs, dtype, 2, size)
     return g.Reshape(x, unknowns, allowzero=1)
 
 
