@@ -30,7 +30,7 @@ from onnxscript import opset18 as op18
 from pt_onnxscript.ops.common import inline_in_float64
 from pt_onnxscript.ops.scalar.bessel import _polevl
 from pt_onnxscript.ops.scalar.constants import INF, LN2, NAN, PI
-from pt_onnxscript.ops.scalar.math import sin_float64
+from pt_onnxscript.ops.scalar.math import arcsinh, cosh, log1p, sin_float64, sinh
 from pt_onnxscript.registry import register_scalar
 
 POINTS = np.arange(256.0)  # the trapezoidal rule's points per element
@@ -73,20 +73,6 @@ RECIPROCAL_GAMMA = np.array(
 )
 EVEN_RECIPROCAL_GAMMA = RECIPROCAL_GAMMA[0::2][::-1].copy()
 ODD_RECIPROCAL_GAMMA = RECIPROCAL_GAMMA[1::2][::-1].copy()
-# sinh(y) / y = sum y^(2k) / (2k + 1)!, highest first: to 1e-22 for |y| < 1/2.
-SINHC = np.array([1.0 / np.prod(np.arange(1.0, 2 * k + 2)) for k in range(10)])[::-1].copy()
-
-
-@script()
-def _sinhc(y: DOUBLE[...]) -> DOUBLE[...]:
-    """sinh(y) / y (1 at y = 0): the series below |y| = 1/2, exponentials above."""
-    half = op18.CastLike(0.5, y)
-    one = op18.CastLike(1.0, y)
-    small = op18.Abs(y) < half
-    series = _polevl(op18.Where(small, y * y, half * half), op18.CastLike(SINHC, y))
-    large = op18.Where(small, one, y)
-    direct = (op18.Exp(large) - op18.Exp(-large)) / (op18.CastLike(2.0, y) * large)
-    return op18.Where(small, series, direct)
 
 
 @script()
@@ -96,8 +82,7 @@ def _asinh_ratio(v: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     matter)."""
     one = op18.CastLike(1.0, x)
     big = v > op18.CastLike(1e8, x) * x
-    z = op18.Where(big, one, v / x)
-    near = op18.Log(z + op18.Sqrt(z * z + one))
+    near = arcsinh(op18.Where(big, one, v / x))
     far = op18.CastLike(LN2, x) + op18.Log(op18.Where(big, v, one)) - op18.Log(x)
     return op18.Where(big, far, near)
 
@@ -109,7 +94,7 @@ def _acosh_1p(y: DOUBLE[...]) -> DOUBLE[...]:
     two = op18.CastLike(2.0, y)
     big = y > op18.CastLike(1e8, y)
     moderate = op18.Where(big, one, y)
-    near = op18.Log(one + moderate + op18.Sqrt(moderate * (moderate + two)))
+    near = log1p(moderate + op18.Sqrt(moderate * (moderate + two)))
     far = op18.CastLike(LN2, y) + op18.Log(op18.Where(big, y, one))
     return op18.Where(big, far, near)
 
@@ -137,8 +122,7 @@ def _kve_by_quadrature(v: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     step = op18.Max(step, span / last)
     start = peak - left
     t = op18.Unsqueeze(start, axis) + op18.Unsqueeze(step, axis) * points
-    u = half * t
-    s = u * _sinhc(u)  # sinh(t / 2): cosh t - 1 = 2 sinh(t / 2)^2
+    s = sinh(half * t)  # cosh t - 1 = 2 sinh(t / 2)^2
     vt = op18.Unsqueeze(v, axis) * t
     exponent = vt - two * op18.Unsqueeze(x, axis) * s * s
     top = op18.ReduceMax(exponent, axis, keepdims=1)
@@ -159,11 +143,12 @@ def _kve_small_order_tiny_x(v: DOUBLE[...], x: DOUBLE[...]) -> DOUBLE[...]:
     square = v * v
     gam1 = -_polevl(square, op18.CastLike(ODD_RECIPROCAL_GAMMA, x))
     gam2 = _polevl(square, op18.CastLike(EVEN_RECIPROCAL_GAMMA, x))
+    positive = v > op18.CastLike(0.0, x)
     angle = pi * v
-    ratio = op18.Where(v > op18.CastLike(0.0, x), angle / sin_float64(angle), one)
+    ratio = op18.Where(positive, angle / sin_float64(angle), one)
     y = v * length
-    cosh = (op18.Exp(y) + op18.Exp(-y)) * op18.CastLike(0.5, x)
-    return ratio * (gam1 * cosh + gam2 * length * _sinhc(y))
+    sinh_over_v = op18.Where(positive, sinh(y) / op18.Where(positive, v, one), length)  # L at 0
+    return ratio * (gam1 * cosh(y) + gam2 * sinh_over_v)
 
 
 @script()
