@@ -54,8 +54,13 @@ def test_general_matrices_need_pivoting(rng):
     b = pt.vector("b")
     value = np.array([[0.0, 2.0, 1.0], [1.0, 1.0, 0.0], [3.0, -1.0, 2.0]])
     outs = [pt.linalg.solve(a, b), pt.linalg.inv(a), pt.linalg.det(a), *pt.linalg.slogdet(a)]
-    compare_onnx_and_py([a, b], outs, [value, rng.normal(size=3)], rtol=1e-12)
-    compare_onnx_and_py([a, b], outs, [-value, rng.normal(size=3)], rtol=1e-12)
+    compare_onnx_and_py(
+        [a, b],
+        outs,
+        [value, rng.normal(size=3)],
+        more_inputs=[[-value, rng.normal(size=3)]],
+        rtol=1e-12,
+    )
 
 
 def test_failures_like_lapack():
@@ -663,9 +668,9 @@ def test_lu_batched_and_pivots_to_permutations(rng):
         Blockwise(PivotToPermutations(inverse=True))(pivots),
         Blockwise(PivotToPermutations(inverse=False))(pivots),
     ]
-    for value in _lu_inputs(rng, 4, (3,)):
-        compare_onnx_and_py([a], outs, [value], rtol=1e-10, atol=1e-12)
-    compare_onnx_and_py([a], outs, [np.zeros((2, 0, 0))])
+    first, *others = [[value] for value in _lu_inputs(rng, 4, (3,))]
+    more = [*others, [np.zeros((2, 0, 0))]]
+    compare_onnx_and_py([a], outs, first, more_inputs=more, rtol=1e-10, atol=1e-12)
 
 
 def test_block_diag(rng):

@@ -132,9 +132,11 @@ def test_broadcast_and_empty():
     a, b, x = pt.matrix("a", shape=(None, 1)), pt.dscalar("b"), pt.dvector("x")
     out = pt.betainc(a, b, x)
     compare_onnx_and_py(
-        [a, b, x], out, [np.array([[0.5], [4.0]]), np.array(2.0), np.array([0.1, 0.5, 0.99])]
+        [a, b, x],
+        out,
+        [np.array([[0.5], [4.0]]), np.array(2.0), np.array([0.1, 0.5, 0.99])],
+        more_inputs=[[np.zeros((0, 1)), np.array(2.0), np.array([0.5])]],
     )
-    compare_onnx_and_py([a, b, x], out, [np.zeros((0, 1)), np.array(2.0), np.array([0.5])])
 
 
 def test_gradients():
