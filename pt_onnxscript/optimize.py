@@ -572,6 +572,87 @@ def match_scalar_ranks(model: ir.Model) -> None:
             node.replace_input_with(index, reshaped[value, rank])
 
 
+_FLOATS = frozenset([ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE])
+
+
+def guard_against_runtime_rewrites(model: ir.Model) -> None:
+    """Keep two of ONNX Runtime's graph rewrites, which every optimisation level but none
+    runs, from changing values (`reciprocals`, `shield_unit_like_constants`)."""
+    reciprocals(model)
+    shield_unit_like_constants(model)
+
+
+def reciprocals(model: ir.Model) -> None:
+    """``Div(1, x) -> Reciprocal(x)`` for a float `x` and a constant 1 of no higher rank: the
+    same IEEE value (ONNX Runtime's Reciprocal is 1 / x to the bit in float16, float32 and
+    float64), out of the reach of ONNX Runtime's DivMulFusion, which rewrites
+    ``Mul(Div(1, x), y)`` into ``Div(y, x)``: one rounding where PyTensor makes two (a
+    quarter of random float64 products differ by an ulp)."""
+    for node in list(all_nodes(model.graph)):
+        if node.op_type != "Div" or node.domain not in ("", "ai.onnx"):
+            continue
+        one, x = node.inputs
+        tensor = ir.convenience.get_const_tensor(one)
+        if tensor is None or tensor.dtype not in _FLOATS or not _constant_equal(one, 1):
+            continue
+        rank = len(tensor.shape)
+        if rank > 0 and (x.shape is None or len(x.shape) < rank):
+            continue  # the 1 may broadcast x to more dims
+        reciprocal = ir.Node("", "Reciprocal", [x], name=node.name)
+        ir.convenience.replace_nodes_and_values(
+            node.graph, node, [node], [reciprocal], node.outputs, reciprocal.outputs
+        )
+
+
+# The operands of each operator that ONNX Runtime's NoopElimination drops when constant.
+_NOOP_OPERANDS = {"Add": (0, 1), "Sub": (1,), "Mul": (0, 1), "Div": (1,)}
+
+
+def shield_unit_like_constants(model: ir.Model) -> None:
+    """A constant c of one element that ONNX Runtime's NoopElimination would drop although
+    the operation changes values is read through ``Where(IsNaN(x), c, c)``, x the other
+    operand: the same values, but not a constant, so neither ONNX Runtime's constant folding
+    nor NoopElimination reaches it (``Expand(c, Shape(x))`` was folded back into a constant
+    where x's shape is static: a scalar's).
+
+    NoopElimination removes ``x + c``, ``x - c``, ``x * c`` and ``x / c`` when c has one
+    element and is 0 or 1, a float64 c compared once rounded to float32:
+    ``log(abs(x) + 1e-300)`` gave -inf at 0 and a product by 1 + 4e-8 was dropped; and
+    ``x + 0.0`` and ``x - (-0.0)``, which turn -0.0 into +0.0, were dropped in every float
+    dtype. Such constants are rare (a float64 c below 7e-46 or within 6e-8 of 1, a zero
+    of that sign, as ``+ 0.0`` in det and several special functions): the two extra nodes run
+    only for them (ONNX Runtime's Where turns a -0.0 taken from its second input into +0.0,
+    but that input is taken only where x is NaN, and the result is NaN there)."""
+    for node in list(all_nodes(model.graph)):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in _NOOP_OPERANDS:
+            continue
+        for index in _NOOP_OPERANDS[node.op_type]:
+            value, other = node.inputs[index], node.inputs[1 - index]
+            tensor = ir.convenience.get_const_tensor(value)
+            if tensor is None or tensor.dtype not in _FLOATS or tensor.size != 1:
+                continue
+            if not _dropped_wrongly(node.op_type, tensor.numpy().item(), tensor.dtype):
+                continue
+            # c where x is NaN and c elsewhere: c, of x's shape, known only at run time.
+            nan = ir.Node("", "IsNaN", [other], name=f"{node.name}_shield_test")
+            shield = ir.Node(
+                "", "Where", [nan.outputs[0], value, value], name=f"{node.name}_shield"
+            )
+            node.graph.insert_before(node, [nan, shield])
+            node.replace_input_with(index, shield.outputs[0])
+
+
+def _dropped_wrongly(op_type: str, number: float, dtype: ir.DataType) -> bool:
+    """Whether NoopElimination drops `op_type` with the constant `number` (of `dtype`) as
+    the operand it checks although the operation is not the identity."""
+    float64 = dtype == ir.DataType.DOUBLE
+    if op_type in ("Mul", "Div"):
+        return float64 and number != 1 and np.float32(number) == 1
+    if number == 0:  # -0.0 + 0.0 = +0.0 and -0.0 - (-0.0) = +0.0
+        return bool(np.signbit(number)) == (op_type == "Sub")
+    return float64 and np.float32(number) == 0
+
+
 def _scalar_of_rank(model: ir.Model, value: ir.Value, tensor, rank: int) -> ir.Value:
     """A constant holding the one element of `tensor` (`value`'s) with shape (1,) * rank, in
     `value`'s scope: next to its Constant node, or an initializer of the main graph."""

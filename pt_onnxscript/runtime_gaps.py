@@ -219,4 +219,17 @@ QUIRKS: dict[str, Quirk] = {
         "float64 Sin and Cos lose their relative accuracy near their zeros",
         "float64 sin and cos below 2**20 use fdlibm's kernels (ops/scalar/math.py)",
     ),
+    "noop_elimination_float32_unit": Quirk(
+        "Mul",
+        "its graph optimizer (NoopElimination) drops x + c, x - c, x * c and x / c for a "
+        "float64 constant c of one element that is 0 or 1 once rounded to float32 "
+        "(log(abs(x) + 1e-300) is -inf at 0, x * (1 + 4e-8) is x)",
+        "optimize.shield_unit_like_constants reads such a c through Where(IsNaN(x), c, c)",
+    ),
+    "div_mul_fusion": Quirk(
+        "Div",
+        "its graph optimizer (DivMulFusion) rewrites Mul(Div(1, x), y) into Div(y, x), one "
+        "rounding for two",
+        "optimize.reciprocals writes Div(1, x) as Reciprocal(x), the same value",
+    ),
 }

@@ -26,6 +26,7 @@ from pt_onnxscript.inference import InferenceCache
 from pt_onnxscript.inference import key as inference_key
 from pt_onnxscript.naming import canonical_results, drop_onnxscript_notes, names_by_position
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, min_ir_version
+from pt_onnxscript.optimize import guard_against_runtime_rewrites
 from pt_onnxscript.optimize import optimize as optimize_model
 from pt_onnxscript.registry import (
     blockwise_translation_for,
@@ -615,6 +616,7 @@ def fgraph_to_model(
     named = set(graph.initializers)  # baked inputs and PyTensor's constants
     if optimize:
         optimize_model(model)
+    guard_against_runtime_rewrites(model)
     drop_onnxscript_notes(graph)
     canonical_results(graph)
     names_by_position(graph, named)

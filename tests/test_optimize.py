@@ -476,3 +476,116 @@ def test_a_constant_output_logs_no_warning(caplog):
         export_onnx(([x], outs))
     assert not [r for r in caplog.records if r.name.startswith("onnx_ir")], caplog.text
     np.testing.assert_array_equal(fn(np.ones(3))[2], [2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_constants_onnx_runtime_takes_for_0_or_1_are_kept(optimize):
+    """ONNX Runtime's NoopElimination drops x + c and x * c when c, rounded to float32, is 0
+    or 1 (runtime_gaps.QUIRKS["noop_elimination_float32_unit"]): the exported model and mode
+    "ONNX" keep them (the optimiser's constants; with optimize=False, those the translation
+    writes as constants)."""
+    x = pt.dvector("x")
+    outs = [
+        pt.log(pt.abs(x) + 1e-300),
+        pt.exp(x) * (1 + 4e-8),
+        pt.sqrt(pt.abs(x)) / (1 - 2e-8),
+        (pt.abs(x) - 1e-310) * 2,
+    ]
+    values = [np.array([0.0, 1.0, -2.5])]
+    if optimize:
+        compare_onnx_and_py([x], outs, values, rtol=1e-15)
+    model = export_onnx(([x], outs), optimize=optimize)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {"x": values[0]})
+    expected = pytensor.function([x], outs, mode=PY_MODE)(*values)
+    for g, e in zip(got, expected, strict=True):  # dropping c is off by 2e-8 or more
+        np.testing.assert_allclose(g, e, rtol=1e-15, atol=0)
+
+
+def test_a_singular_determinant_is_positive_zero_inside_a_graph():
+    """det's + 0.0 (NumPy's +0.0 for a singular matrix) survives ONNX Runtime's
+    NoopElimination when det is not the graph's output and its shape is static."""
+    m = pt.dmatrix("m")
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]])
+    compare_onnx_and_py([m], [pt.linalg.det(m) * 2], [singular], more_inputs=[[-singular]])
+
+
+def test_a_reciprocal_times_a_value_rounds_twice(rng):
+    """Mul(Div(1, x), y), as a scripted function writes (1 / x) * y, rounds twice; ONNX
+    Runtime's DivMulFusion would make it Div(y, x) (runtime_gaps.QUIRKS["div_mul_fusion"]):
+    the exported Div(1, x) is a Reciprocal, the same value."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pt_onnxscript.optimize import guard_against_runtime_rewrites
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("Abs", ["x"], ["a"]),
+            helper.make_node("Div", ["one", "a"], ["r"]),
+            helper.make_node("Mul", ["r", "y"], ["z"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info(n, TensorProto.DOUBLE, ["n"]) for n in ("x", "y")],
+        [helper.make_tensor_value_info("z", TensorProto.DOUBLE, ["n"])],
+        initializer=[numpy_helper.from_array(np.array(1.0), "one")],
+    )
+    model = ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    model.ir_version = 8
+    guard_against_runtime_rewrites(model)
+    assert op_types(ir.to_proto(model)) == ["Abs", "Reciprocal", "Mul"]
+    session = ort.InferenceSession(
+        ir.to_proto(model).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    x, y = rng.uniform(1, 10, 1000), rng.uniform(1, 10, 1000)
+    exact = (1 / x) * y
+    assert not np.array_equal(exact, y / x)  # the fusion's answer differs
+    np.testing.assert_array_equal(session.run(None, {"x": x, "y": y})[0], exact)
+
+
+@pytest.mark.parametrize(
+    "op_type, constant",
+    [
+        ("Add", np.array(0.0)),
+        ("Sub", np.array(-0.0)),
+        ("Add", np.array(0.0, np.float32)),
+        ("Sub", np.array([-0.0], np.float16)),
+        ("Add", np.array(1e-300)),
+        ("Sub", np.array([5e-324])),
+        ("Mul", np.array(1 + 4e-8)),
+        ("Div", np.array([[1 - 2e-8]])),
+    ],
+)
+def test_operations_onnx_runtime_would_drop_are_kept(op_type, constant):
+    """NoopElimination's cases that are not the identity, in an ONNX graph: x + 0.0 and
+    x - (-0.0) at x = -0.0 (+0.0), and float64 constants that round to float32's 0 or 1."""
+    from onnx import helper, numpy_helper
+
+    from pt_onnxscript.optimize import guard_against_runtime_rewrites
+
+    dtype = helper.np_dtype_to_tensor_dtype(constant.dtype)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Abs", ["x"], ["a"]),
+            helper.make_node("Neg", ["a"], ["b"]),
+            helper.make_node(op_type, ["b", "c"], ["t"]),
+            helper.make_node("Neg", ["t"], ["y"]),  # (NoopElimination keeps graph outputs)
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", dtype, [2, 3])],
+        [helper.make_tensor_value_info("y", dtype, None)],
+        initializer=[numpy_helper.from_array(constant, "c")],
+    )
+    model = ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    model.ir_version = 8
+    guard_against_runtime_rewrites(model)
+    session = ort.InferenceSession(
+        ir.to_proto(model).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    x = np.array([[0.0, 3.0, 1e-300], [-0.0, 7.0, 2.0]], constant.dtype)
+    b = -np.abs(x)
+    expected = {"Add": b + constant, "Sub": b - constant, "Mul": b * constant}.get(op_type)
+    if expected is None:
+        expected = b / constant
+    got = -session.run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))

@@ -149,7 +149,50 @@ QUIRK_PROBES = {
     "float16_sign_nan": lambda: _run("Sign", {"x": np.array([np.nan], np.float16)})[0] == 0,
     "not_where_fusion": lambda: not np.signbit(_where_of_not([True], [1.0], [-0.0])[0]),
     "float64_sin_cos": lambda: _relative_error_of_sin_near_zeros() > 1e-6,
+    "noop_elimination_float32_unit": lambda: _after_abs("Mul", np.array(1 + 4e-8))[1] == -3.0,
+    "div_mul_fusion": lambda: not np.array_equal(*_reciprocal_times()),
 }
+
+
+def _after_abs(op_type, constant):
+    """-op(Abs(x), constant) on x = [0, 3], ONNX Runtime's optimizer on (it removes no node
+    that reads a graph input or gives a graph output)."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Abs", ["x"], ["a"]),
+            helper.make_node(op_type, ["a", "c"], ["t"]),
+            helper.make_node("Neg", ["t"], ["y"]),
+        ],
+        "probe",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, ["n"])],
+        [onnx.ValueInfoProto(name="y")],
+        initializer=[onnx.numpy_helper.from_array(constant, "c")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": np.array([0.0, 3.0])})[0]
+
+
+def _reciprocal_times():
+    """Mul(Div(1, Abs(x)), y) from ONNX Runtime, and (1 / |x|) * y from NumPy."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Abs", ["x"], ["a"]),
+            helper.make_node("Div", ["one", "a"], ["r"]),
+            helper.make_node("Mul", ["r", "y"], ["z"]),
+        ],
+        "probe",
+        [
+            helper.make_tensor_value_info(name, onnx.TensorProto.DOUBLE, ["n"])
+            for name in ("x", "y")
+        ],
+        [onnx.ValueInfoProto(name="z")],
+        initializer=[onnx.numpy_helper.from_array(np.array(1.0), "one")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x, y = np.linspace(1.0, 10.0, 1000), np.linspace(3.0, 7.0, 1000)
+    return session.run(None, {"x": x, "y": y})[0], (1 / x) * y
 
 
 def _where_of_not(c, a, b):
