@@ -79,6 +79,7 @@ SEVERAL_ARGUMENTS = [
         [(1e-2, 1e2, True), (1e-2, 1e2, True), (0, 1, False)],
     ),
     ("kve", pt.kve, sp.kve, [(1e-2, 30, True), (1e-3, 1e3, True)]),
+    ("owens_t", pt.owens_t, sp.owens_t, [(1e-3, 10, True), (1e-4, 1e2, True)]),
 ]
 
 
