@@ -1,6 +1,7 @@
 """Owen's T function (PyTensor's Owens_t), against SciPy and PyTensor's Python linker."""
 
 import numpy as np
+import onnx_ir as ir
 import pytensor
 import pytensor.tensor as pt
 import pytest
@@ -93,9 +94,28 @@ def test_gradients_and_integer_inputs():
     compare_onnx_and_py([i, j], [pt.owens_t(i, j)], [np.array([0, 1, -3]), np.array([2, -1, 5])])
 
 
-def test_no_loop_remains():
+def test_no_loop_and_each_method_under_its_own_if():
+    """The series are unrolled (no Loop), and each of the six methods runs under an If that
+    only the elements taking it open: one element of each method, and all six at once."""
     h, a = pt.dvector("h"), pt.dvector("a")
     fn = pytensor.function([h, a], pt.owens_t(h, a), mode="ONNX")
-    ops = {node.op_type for node in fn.vm.jit_fn.model.graph}
-    assert "Loop" not in ops and "If" not in ops
-    np.testing.assert_allclose(fn([1.0], [0.5]), sp.owens_t(1.0, 0.5), rtol=1e-15)
+    model = fn.vm.jit_fn.model
+    assert "Loop" not in {node.op_type for node in ir_nodes(model.graph)}
+    assert sum(node.op_type == "If" for node in model.graph) >= 6
+    # (h, a) in a region of each method: T1, T2, T3, T4, T5, T6.
+    h_value = np.array([0.01, 6.0, 5.0, 2.0, 3.0, 1.0])
+    a_value = np.array([0.5, 0.01, 0.999999, 0.2, 0.9999999, 0.999995])
+    expected = sp.owens_t(h_value, a_value)
+    for i in range(6):
+        np.testing.assert_allclose(
+            fn(h_value[i : i + 1], a_value[i : i + 1]), expected[i : i + 1], rtol=1e-14
+        )
+    np.testing.assert_allclose(fn(h_value, a_value), expected, rtol=1e-14)
+
+
+def ir_nodes(graph):
+    for node in graph:
+        yield node
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                yield from ir_nodes(attr.as_graph())

@@ -7,9 +7,9 @@ T is even in h and odd in a; a > 1 maps to T(a h, 1 / a) (the paper's equation 2
 and 0 <= a <= 1 the plane is cut at HRANGE and ARANGE into regions, and each region has its
 method and order: T1 (a series in a^2 with m terms), T2 and T3 (series in 1 / h^2, T3 with
 Chebyshev-economised coefficients), T4 (a series in a^2 for large h), T5 (13-point Gauss
-quadrature) or T6 (the closed form near a = 1). No Loop: each method runs its largest order on
-every element (the optimiser unrolls the fixed-count loops), a term past an element's own order
-masked off by Where, and each element takes its region's method.
+quadrature) or T6 (the closed form near a = 1). No Loop: a method runs (under an If) when some
+element takes it, to its largest order on every element (the optimiser unrolls the fixed-count
+loops), a term past an element's own order masked off by Where.
 """
 
 import numpy as np
@@ -20,6 +20,7 @@ from onnxscript import opset18 as op18
 from pt_onnxscript.ops.common import inline_in_float64
 from pt_onnxscript.ops.scalar.constants import INF, NAN
 from pt_onnxscript.ops.scalar.math import arctan2, erf, erfc, expm1
+from pt_onnxscript.ops.scalar.special import _some
 from pt_onnxscript.registry import register_scalar
 
 # The regions: h's interval (index into HRANGE, 14 when above all), a's (into ARANGE, 7 when
@@ -275,14 +276,44 @@ def _dispatch(h: DOUBLE[...], a: DOUBLE[...], ah: DOUBLE[...]) -> DOUBLE[...]:
     index = op18.Gather(SELECT_METHOD, a_index * op18.Constant(value_int=15) + h_index)
     m = op18.Gather(op18.CastLike(ORDER, h), index)
     method = op18.Cast(op18.Gather(METHOD, index), to=DOUBLE.dtype)
-    # Each method on every element (safe where it is not the element's method).
+    # Each method runs (If) only when some element takes it, on every element (safe where
+    # it is not the element's method).
     hs = op18.Where(op18.Equal(h, zero), one, h)
-    result = _t1(h, a, m)
-    result = op18.Where(op18.Equal(method, op18.CastLike(2.0, h)), _t2(hs, a, ah, m), result)
-    result = op18.Where(op18.Equal(method, op18.CastLike(3.0, h)), _t3(hs, a, ah), result)
-    result = op18.Where(op18.Equal(method, op18.CastLike(4.0, h)), _t4(h, a, m), result)
-    result = op18.Where(op18.Equal(method, op18.CastLike(5.0, h)), _t5(h, a), result)
-    result = op18.Where(op18.Equal(method, op18.CastLike(6.0, h)), _t6(h, a), result)
+    by_t1 = op18.Equal(method, one)
+    if _some(by_t1):
+        result = _t1(h, a, m)
+    else:
+        result = op18.Identity(h)  # taken by no element
+    by_t2 = op18.Equal(method, two)
+    if _some(by_t2):
+        t2 = _t2(hs, a, ah, m)
+    else:
+        t2 = op18.Identity(h)
+    result = op18.Where(by_t2, t2, result)
+    by_t3 = op18.Equal(method, op18.CastLike(3.0, h))
+    if _some(by_t3):
+        t3 = _t3(hs, a, ah)
+    else:
+        t3 = op18.Identity(h)
+    result = op18.Where(by_t3, t3, result)
+    by_t4 = op18.Equal(method, op18.CastLike(4.0, h))
+    if _some(by_t4):
+        t4 = _t4(h, a, m)
+    else:
+        t4 = op18.Identity(h)
+    result = op18.Where(by_t4, t4, result)
+    by_t5 = op18.Equal(method, op18.CastLike(5.0, h))
+    if _some(by_t5):
+        t5 = _t5(h, a)
+    else:
+        t5 = op18.Identity(h)
+    result = op18.Where(by_t5, t5, result)
+    by_t6 = op18.Equal(method, op18.CastLike(6.0, h))
+    if _some(by_t6):
+        t6 = _t6(h, a)
+    else:
+        t6 = op18.Identity(h)
+    result = op18.Where(by_t6, t6, result)
     at_one = _norm2(-h) * _norm2(h) / two
     result = op18.Where(op18.Equal(a, one), at_one, result)
     result = op18.Where(op18.Equal(a, zero), zero, result)
