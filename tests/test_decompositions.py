@@ -206,6 +206,81 @@ def test_eigh_and_eigvalsh(dtype, rng):
     compare_onnx_and_py([a], outs, cases[0], more_inputs=cases[1:], rtol=tol, atol=tol * 11)
 
 
+def _wilkinson(n):
+    """Wilkinson's W_n^+: pairs of eigenvalues equal to many digits."""
+    m = (n - 1) // 2
+    return np.diag(np.abs(np.arange(-m, m + 1.0))) + np.eye(n, k=1) + np.eye(n, k=-1)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_eigvalsh_like_scipy(dtype, rng):
+    # Householder tridiagonalization and multisection: sizes around its blocks of rows,
+    # clusters, a zero matrix, diagonal entries of -0.0 (a Sturm count at x = +0.0 must not
+    # count a q of -0.0 as not negative; the symmetrized matrix has +0.0 there already),
+    # scales that would overflow or underflow when squared.
+    a = pt.matrix("a", dtype=dtype)
+    u, _ = np.linalg.qr(rng.normal(size=(9, 9)))
+    repeated = (u * np.array([1.0, 1.0, 1.0, -2.0, -2.0, 5.0, 5.0, 5.0, 5.0])) @ u.T
+    cases = [rng.normal(size=(n, n)) for n in (0, 1, 2, 3, 4, 5, 8, 9, 17, 40)]
+    cases += [
+        repeated,
+        _wilkinson(21),
+        np.eye(6),
+        np.zeros((4, 4)),
+        np.array([[-0.0, 1.0], [1.0, 0.0]]),
+        np.array([[-0.0, 1.0, 0.0], [1.0, -0.0, 0.0], [0.0, 0.0, -0.0]]),
+        rng.normal(size=(7, 7)) * 1e200 if dtype == "float64" else rng.normal(size=(7, 7)) * 1e30,
+    ]
+    values = [[c.astype(dtype)] for c in cases]
+    norm = {"float64": 1e-12, "float32": 3e-5}[dtype]
+    # (The sign of a zero eigenvalue is LAPACK's choice: -0.0 for a -0.0 it never touched.)
+    compare_onnx_and_py(
+        [a],
+        _eigvalsh(a),
+        values[0],
+        more_inputs=values[1:],
+        rtol=norm,
+        atol=norm * 20,
+        signed_zeros=False,
+    )
+    # Relative to these norms, and exact zeros for a zero matrix.
+    tiny = (rng.normal(size=(7, 7)) * (1e-200 if dtype == "float64" else 1e-30)).astype(dtype)
+    zeros = np.zeros((3, 3), dtype)
+    compare_onnx_and_py([a], _eigvalsh(a), [tiny], more_inputs=[[zeros]], rtol=norm, atol=0)
+
+
+def test_eigvalsh_keeps_small_eigenvalues_relative_digits(rng):
+    # LAPACK's eigvalsh (dsyevr) gives the small eigenvalues of a diagonal or graded
+    # matrix to full relative accuracy; so must a bisection that stops relative to them.
+    a = pt.matrix("a")
+    graded = np.diag(np.logspace(0, -14, 7))
+    scaled = np.diag(np.logspace(-3, 3, 6))  # a scaled tridiagonal: graded off-diagonal too
+    scaled = scaled @ (np.eye(6) * 2 + np.eye(6, k=1) * 0.5 + np.eye(6, k=-1) * 0.5) @ scaled
+    compare_onnx_and_py([a], _eigvalsh(a), [graded], more_inputs=[[scaled]], rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("n", [3, 6, 11])
+def test_eigvalsh_static_size_and_batched(n, rng):
+    # A static size picks fewer Sturm rows per Loop step below ROWS; batches run at once
+    # (PyTensor 2.38's Eigvalsh takes a matrix).
+    values = rng.normal(size=(4, n, n))
+    values[1] = np.diag(np.arange(n, 0, -1.0))
+    values[2] = 0.0
+    a = pt.matrix("a", shape=(n, n))
+    compare_onnx_and_py(
+        [a],
+        _eigvalsh(a),
+        [values[0]],
+        more_inputs=[[v] for v in values[1:]],
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    if PYTENSOR_3:
+        batch = pt.tensor3("batch", shape=(None, n, n))
+        w = pt.vectorize(pt.linalg.eigvalsh, "(m,m)->(m)")(batch)
+        compare_onnx_and_py([batch], w, [values], rtol=1e-12, atol=1e-12)
+
+
 def test_eigh_upper_triangle_and_repeated_eigenvalues(rng):
     a = pt.matrix("a")
     w, v = pt.linalg.eigh(a, lower=False) if PYTENSOR_3 else pt.linalg.eigh(a, UPLO="U")

@@ -24,6 +24,7 @@ from pt_onnxscript.ops.linalg import (
     symmetric,
     triangular_inverse,
 )
+from pt_onnxscript.ops.symmetric_eigenvalues import symmetric_eigenvalues
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.types import onnx_dtype
 
@@ -496,26 +497,29 @@ def _symmetric_eigen(g, node, inputs, with_vectors: bool, variables=None):
     # SciPy's check_finite (of the whole matrices, both triangles), then LAPACK's failures.
     non_finite = _non_finite(g, a) if not b else g.Or(_non_finite(g, a), _non_finite(g, b[0]))
     a = symmetric(g, a, _lower(op), rank)
-    if not b:
-        values, vectors, failed = jacobi_eigen(g, a, dtype, rank, with_vectors)
+    if b:
+        factor = lower_factor(g, b[0], dtype, _lower(op), rank, size)
+        half = solve_triangular(g, factor, a, dtype, True, False, size=size)
+        reduced = solve_triangular(
+            g, factor, swap_last(g, half, rank), dtype, True, False, size=size
+        )
+        a = symmetric(g, reduced, True, rank)
+    if with_vectors:
+        values, vectors, failed = jacobi_eigen(g, a, dtype, rank)
         outputs = _guarded(
             g, [values, vectors], failed, np.linalg.LinAlgError, "eigh did not converge"
         )
-        return _guarded(g, outputs, non_finite, ValueError, NOT_FINITE)
-    factor = lower_factor(g, b[0], dtype, _lower(op), rank, size)
-    half = solve_triangular(g, factor, a, dtype, True, False, size=size)
-    reduced = solve_triangular(g, factor, swap_last(g, half, rank), dtype, True, False, size=size)
-    values, vectors, failed = jacobi_eigen(
-        g, symmetric(g, reduced, True, rank), dtype, rank, with_vectors
-    )
-    if with_vectors:
-        upper = swap_last(g, factor, rank)
-        vectors = solve_triangular(g, upper, vectors, dtype, False, False, size=size)
-    corner = g.Gather(g.Gather(factor, ints(g, 0), axis=-1), ints(g, 0), axis=-1)
-    not_definite = g.IsNaN(corner)  # potrf's NaN factor
-    outputs = _guarded(g, [values, vectors], failed, np.linalg.LinAlgError, "eigh did not converge")
-    message = "eigh: the matrix b is not positive definite"
-    outputs = _guarded(g, outputs, not_definite, np.linalg.LinAlgError, message)
+    else:
+        outputs = [symmetric_eigenvalues(g, a, dtype, rank, size), None]
+    if b:
+        if with_vectors:
+            upper = swap_last(g, factor, rank)
+            vectors = solve_triangular(g, upper, outputs[1], dtype, False, False, size=size)
+            outputs = [outputs[0], vectors]
+        corner = g.Gather(g.Gather(factor, ints(g, 0), axis=-1), ints(g, 0), axis=-1)
+        not_definite = g.IsNaN(corner)  # potrf's NaN factor
+        message = "eigh: the matrix b is not positive definite"
+        outputs = _guarded(g, outputs, not_definite, np.linalg.LinAlgError, message)
     return _guarded(g, outputs, non_finite, ValueError, NOT_FINITE)
 
 
