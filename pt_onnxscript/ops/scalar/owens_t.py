@@ -339,16 +339,25 @@ def owens_t(h: DOUBLE[...], a: DOUBLE[...]) -> DOUBLE[...]:
     swapped = _dispatch(
         op18.Where(small, hf, ah), op18.Where(small, af, inverse), op18.Where(small, ah, hf)
     )
-    near = ah <= op18.CastLike(NEAR, h)
-    norm1_h = _norm1(hf)
-    norm1_ah = _norm1(ah)
-    norm2_h = _norm2(hf)
-    norm2_ah = _norm2(ah)
-    below = op18.CastLike(0.25, h) - norm1_h * norm1_ah - swapped
-    above = (norm2_h + norm2_ah) / two - norm2_h * norm2_ah - swapped
-    result = op18.Where(small, swapped, op18.Where(near, below, above))
+    # The remap of |a| > 1 (four normal integrals) runs (If) only when some element needs it.
+    if _some(op18.Not(small)):
+        near = ah <= op18.CastLike(NEAR, h)
+        norm1_h = _norm1(hf)
+        norm1_ah = _norm1(ah)
+        norm2_h = _norm2(hf)
+        norm2_ah = _norm2(ah)
+        below = op18.CastLike(0.25, h) - norm1_h * norm1_ah - swapped
+        above = (norm2_h + norm2_ah) / two - norm2_h * norm2_ah - swapped
+        result = op18.Where(small, swapped, op18.Where(near, below, above))
+    else:
+        result = op18.Identity(swapped)
     result = op18.Where(op18.Equal(h_abs, inf), zero, result)
-    result = op18.Where(op18.Equal(a_abs, inf), op18.CastLike(0.5, h) * _norm2(h_abs), result)
+    by_infinite_a = op18.Equal(a_abs, inf)
+    if _some(by_infinite_a):
+        limit = op18.CastLike(0.5, h) * _norm2(h_abs)
+    else:
+        limit = op18.Identity(h)  # taken by no element
+    result = op18.Where(by_infinite_a, limit, result)
     signed = op18.Where(a >= zero, result, -result)
     unordered = op18.Or(op18.IsNaN(h), op18.IsNaN(a))
     return op18.Where(unordered, op18.CastLike(NAN, h), signed)
