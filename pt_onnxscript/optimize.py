@@ -577,43 +577,51 @@ _FLOATS = frozenset([ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE]
 
 def guard_against_runtime_rewrites(model: ir.Model) -> None:
     """Keep two of ONNX Runtime's graph rewrites, which every optimisation level but none
-    runs, from changing values (`reciprocals`, `shield_unit_like_constants`)."""
-    reciprocals(model)
-    shield_unit_like_constants(model)
+    runs, from changing values (`reciprocal`, `shield_unit_like_constants`), in one walk of
+    the graph and its subgraphs."""
+    for node in list(all_nodes(model.graph)):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Div" and reciprocal(node):
+            continue
+        if node.op_type in _NOOP_OPERANDS:
+            shield_unit_like_constants(node)
 
 
-def reciprocals(model: ir.Model) -> None:
+def reciprocal(node: ir.Node) -> bool:
     """``Div(1, x) -> Reciprocal(x)`` for a float `x` and a constant 1 of no higher rank: the
     same IEEE value (ONNX Runtime's Reciprocal is 1 / x to the bit in float16, float32 and
     float64), out of the reach of ONNX Runtime's DivMulFusion, which rewrites
     ``Mul(Div(1, x), y)`` into ``Div(y, x)``: one rounding where PyTensor makes two (a
-    quarter of random float64 products differ by an ulp)."""
-    for node in list(all_nodes(model.graph)):
-        if node.op_type != "Div" or node.domain not in ("", "ai.onnx"):
-            continue
-        one, x = node.inputs
-        tensor = ir.convenience.get_const_tensor(one)
-        if tensor is None or tensor.dtype not in _FLOATS or not _constant_equal(one, 1):
-            continue
-        rank = len(tensor.shape)
-        if rank > 0 and (x.shape is None or len(x.shape) < rank):
-            continue  # the 1 may broadcast x to more dims
-        reciprocal = ir.Node("", "Reciprocal", [x], name=node.name)
-        ir.convenience.replace_nodes_and_values(
-            node.graph, node, [node], [reciprocal], node.outputs, reciprocal.outputs
-        )
+    quarter of random float64 products differ by an ulp). Whether the Div `node` was
+    replaced."""
+    one, x = node.inputs
+    tensor = ir.convenience.get_const_tensor(one)
+    if tensor is None or tensor.dtype not in _FLOATS or tensor.size != 1:
+        return False
+    if float(tensor.numpy().item()) != 1:
+        return False
+    rank = len(tensor.shape)
+    if rank > 0 and (x.shape is None or len(x.shape) < rank):
+        return False  # the 1 may broadcast x to more dims
+    replacement = ir.Node("", "Reciprocal", [x], name=node.name)
+    ir.convenience.replace_nodes_and_values(
+        node.graph, node, [node], [replacement], node.outputs, replacement.outputs
+    )
+    return True
 
 
 # The operands of each operator that ONNX Runtime's NoopElimination drops when constant.
 _NOOP_OPERANDS = {"Add": (0, 1), "Sub": (1,), "Mul": (0, 1), "Div": (1,)}
 
 
-def shield_unit_like_constants(model: ir.Model) -> None:
-    """A constant c of one element that ONNX Runtime's NoopElimination would drop although
-    the operation changes values is read through ``Where(IsNaN(x), c, c)``, x the other
-    operand: the same values, but not a constant, so neither ONNX Runtime's constant folding
-    nor NoopElimination reaches it (``Expand(c, Shape(x))`` was folded back into a constant
-    where x's shape is static: a scalar's).
+def shield_unit_like_constants(node: ir.Node) -> None:
+    """A constant c of one element, an operand of the Add, Sub, Mul or Div `node`, that ONNX
+    Runtime's NoopElimination would drop although the operation changes values is read
+    through ``Where(IsNaN(x), c, c)``, x the other operand: the same values, but not a
+    constant, so neither ONNX Runtime's constant folding nor NoopElimination reaches it
+    (``Expand(c, Shape(x))`` was folded back into a constant where x's shape is static: a
+    scalar's).
 
     NoopElimination removes ``x + c``, ``x - c``, ``x * c`` and ``x / c`` when c has one
     element and is 0 or 1, a float64 c compared once rounded to float32:
@@ -623,23 +631,18 @@ def shield_unit_like_constants(model: ir.Model) -> None:
     of that sign, as ``+ 0.0`` in det and several special functions): the two extra nodes run
     only for them (ONNX Runtime's Where turns a -0.0 taken from its second input into +0.0,
     but that input is taken only where x is NaN, and the result is NaN there)."""
-    for node in list(all_nodes(model.graph)):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in _NOOP_OPERANDS:
+    for index in _NOOP_OPERANDS[node.op_type]:
+        value, other = node.inputs[index], node.inputs[1 - index]
+        tensor = ir.convenience.get_const_tensor(value)
+        if tensor is None or tensor.dtype not in _FLOATS or tensor.size != 1:
             continue
-        for index in _NOOP_OPERANDS[node.op_type]:
-            value, other = node.inputs[index], node.inputs[1 - index]
-            tensor = ir.convenience.get_const_tensor(value)
-            if tensor is None or tensor.dtype not in _FLOATS or tensor.size != 1:
-                continue
-            if not _dropped_wrongly(node.op_type, tensor.numpy().item(), tensor.dtype):
-                continue
-            # c where x is NaN and c elsewhere: c, of x's shape, known only at run time.
-            nan = ir.Node("", "IsNaN", [other], name=f"{node.name}_shield_test")
-            shield = ir.Node(
-                "", "Where", [nan.outputs[0], value, value], name=f"{node.name}_shield"
-            )
-            node.graph.insert_before(node, [nan, shield])
-            node.replace_input_with(index, shield.outputs[0])
+        if not _dropped_wrongly(node.op_type, tensor.numpy().item(), tensor.dtype):
+            continue
+        # c where x is NaN and c elsewhere: c, of x's shape, known only at run time.
+        nan = ir.Node("", "IsNaN", [other], name=f"{node.name}_shield_test")
+        shield = ir.Node("", "Where", [nan.outputs[0], value, value], name=f"{node.name}_shield")
+        node.graph.insert_before(node, [nan, shield])
+        node.replace_input_with(index, shield.outputs[0])
 
 
 def _dropped_wrongly(op_type: str, number: float, dtype: ir.DataType) -> bool:

@@ -230,6 +230,6 @@ QUIRKS: dict[str, Quirk] = {
         "Div",
         "its graph optimizer (DivMulFusion) rewrites Mul(Div(1, x), y) into Div(y, x), one "
         "rounding for two",
-        "optimize.reciprocals writes Div(1, x) as Reciprocal(x), the same value",
+        "optimize.reciprocal writes Div(1, x) as Reciprocal(x), the same value",
     ),
 }
