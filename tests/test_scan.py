@@ -163,3 +163,27 @@ def test_inner_graphs_get_the_outer_rewrites():
     np.testing.assert_allclose(
         fn(np.array([1e-8, 1e-3], "float32")), np.log1p([1e-8, 1e-3]).astype("float32"), rtol=1e-6
     )
+
+
+def test_no_runtime_warning_when_a_loop_runs_no_step(capfd, rng):
+    # The optimiser splits a small Scan body's Loop into a remainder and an unrolled Loop,
+    # one of which runs no step for some lengths (both for 0). A session with ONNX Runtime's
+    # default logging (mode "ONNX" turns it off) printed "Loop had zero iterations and the
+    # shape of subgraph output ... was not found" at every such call until Loop bodies
+    # declared their carried values' ranks.
+    import onnxruntime as ort
+
+    from pt_onnxscript import export_onnx
+
+    x = pt.matrix("x")
+    acc = scan(lambda row, total: 0.9 * total + row, sequences=[x], outputs_info=[pt.zeros(3)])
+    model = export_onnx(([x], [acc]))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    capfd.readouterr()
+    for n in (0, 8, 16, 40):
+        value = rng.normal(size=(n, 3))
+        expected = np.zeros((n, 3))
+        for t in range(n):
+            expected[t] = 0.9 * (expected[t - 1] if t else 0) + value[t]
+        np.testing.assert_allclose(session.run(None, {"x": value})[0], expected, rtol=1e-12)
+    assert "zero iterations" not in capfd.readouterr().err

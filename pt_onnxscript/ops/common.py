@@ -253,7 +253,8 @@ def loop(g, count, state, step, kind: str, *, condition=None, stacked=()):
     also returns after its state, stacked along a new first axis (Loop's scan outputs).
 
     With a `condition` (a 0-d bool: whether to run the first step), the Loop runs while it
-    holds and `step` returns ``(go_on, *state, *stacked)``.
+    holds and `step` returns ``(go_on, *state, *stacked)``. Each value of `state` keeps its
+    rank from step to step (the body declares it, `_rank_only`); its dims may change.
     """
     scalar_int, scalar_bool = (ir.DataType.INT64, []), (ir.DataType.BOOL, [])
 
@@ -265,7 +266,7 @@ def loop(g, count, state, step, kind: str, *, condition=None, stacked=()):
         g,
         kind,
         body,
-        inputs=[scalar_int, scalar_bool, *[(v.dtype, None) for v in state]],
+        inputs=[scalar_int, scalar_bool, *[(v.dtype, _rank_only(v)) for v in state]],
         outputs=[scalar_bool, *[(v.dtype, None) for v in state], *[(d, None) for d in stacked]],
     )
     n = len(state) + len(stacked)
@@ -274,6 +275,14 @@ def loop(g, count, state, step, kind: str, *, condition=None, stacked=()):
     start = constant(g, True, "bool") if condition is None else condition
     result = g.Loop(count, start, *state, body=graph, _outputs=n)
     return list(result) if n > 1 else [result]
+
+
+def _rank_only(value) -> list | None:
+    """The shape a Loop body declares for a carried `value`: its rank, each dim unknown (the
+    steps may change the dims, not the rank). Inference then knows the body's values' ranks,
+    and ONNX Runtime those of the values a Loop that runs no step stacks (it warns of each
+    such Loop whose body does not say, and gives shape (0,))."""
+    return None if value.shape is None else [None] * len(value.shape)
 
 
 def branch(g, kind: str, build, dtypes) -> ir.Graph:
