@@ -1,5 +1,5 @@
-"""Orthogonal decompositions: QR by Householder reflections; symmetric eigenproblems, SVD and
-pinv by Jacobi rotations."""
+"""Orthogonal decompositions: QR by Householder reflections; eigh, SVD and pinv by Jacobi
+rotations (eigvalsh's values without vectors: ops/symmetric_eigenvalues.py)."""
 
 import numpy as np
 
@@ -347,9 +347,9 @@ def _columns_in_order(g, x, order):
     return g.GatherElements(x, g.Expand(g.Unsqueeze(order, ints(g, [-2])), shape), axis=-1)
 
 
-def jacobi_eigen(g, a, dtype: str, rank: int, with_vectors: bool = True):
-    """The eigenvalues (..., n), ascending, and, if `with_vectors`, the eigenvectors (..., n,
-    n) of the symmetric matrices `a` of rank `rank`, by cyclic Jacobi rotations in
+def jacobi_eigen(g, a, dtype: str, rank: int):
+    """The eigenvalues (..., n), ascending, and the eigenvectors (..., n, n) of the symmetric
+    matrices `a` of rank `rank`, by cyclic Jacobi rotations in
     round-robin order (each round rotates n/2 disjoint pairs at once, on both sides) until the
     off-diagonal norm is at most n eps times the norm; and flags (..) of the matrices that did
     not converge in MOST_SWEEPS.
@@ -378,13 +378,11 @@ def jacobi_eigen(g, a, dtype: str, rank: int, with_vectors: bool = True):
         half = swap_last(g, _rotate(g, a, rotations, -2), rank)
         return [_rotate(g, x, rotations, -2) for x in (half, *vt)]
 
-    vectors = [_square_identity(g, a, size, dtype)] if with_vectors else []
-    (a, *vectors), failed = _sweeps(g, [a, *vectors], size, one_round, unconverged)
+    vectors = _square_identity(g, a, size, dtype)
+    (a, vectors), failed = _sweeps(g, [a, vectors], size, one_round, unconverged)
     # Ascending, as LAPACK's, the eigenvectors in the same order.
     values, order = _sorted(g, diagonal(g, a), n, largest=0)
-    if not with_vectors:
-        return values, None, failed
-    vectors = swap_last(g, vectors[0], rank)
+    vectors = swap_last(g, vectors, rank)
     return values, _columns_in_order(g, _leading(g, vectors, n, -2), order), failed
 
 
@@ -539,7 +537,8 @@ def eigh(g, node, *inputs):
 @register(Eigvalsh)
 @register_blockwise(Eigvalsh)
 def eigvalsh(g, node, *inputs):
-    """Eigvalsh -> the eigenvalues of Eigh's Jacobi rotations, ascending."""
+    """Eigvalsh -> Householder tridiagonalization and multisection (symmetric_eigenvalues),
+    ascending."""
     values, _ = _symmetric_eigen(g, node, inputs, with_vectors=False)
     return values
 
