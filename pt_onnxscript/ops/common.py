@@ -60,6 +60,13 @@ def any_last(g, mask):
     )
 
 
+def any_of(g, flags):
+    """Whether any of the bool `flags` (0-d, or of any shape) holds (false when empty)."""
+    flat = g.Cast(g.Reshape(flags, ints(g, [-1])), to=ir.DataType.UINT8)
+    found = g.ReduceMax(g.Concat(flat, constant(g, [0], "uint8"), axis=0), keepdims=0)
+    return g.Cast(found, to=ir.DataType.BOOL)
+
+
 def where(g, cond, a, b, dtype: str):
     """Where(cond, a, b) for values of PyTensor dtype `dtype`.
 

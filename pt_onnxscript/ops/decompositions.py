@@ -5,6 +5,7 @@ import numpy as np
 
 from pt_onnxscript.ops.common import (
     INT64_MAX,
+    any_of,
     branch,
     constant,
     ints,
@@ -328,9 +329,9 @@ def _sweeps(g, state, players, one_round, unconverged):
 
     def sweep(g, k, *state):
         state = loop(g, g.Max(last, ints(g, 0)), list(state), round_, "jacobi_round")
-        return [_any_matrix(g, unconverged(g, state[0])), *state]
+        return [any_of(g, unconverged(g, state[0])), *state]
 
-    start = _any_matrix(g, unconverged(g, state[0]))
+    start = any_of(g, unconverged(g, state[0]))
     state = loop(g, ints(g, MOST_SWEEPS), state, sweep, "jacobi", condition=start)
     return state, unconverged(g, state[0])
 
@@ -349,10 +350,10 @@ def _columns_in_order(g, x, order):
 
 def jacobi_eigen(g, a, dtype: str, rank: int):
     """The eigenvalues (..., n), ascending, and the eigenvectors (..., n, n) of the symmetric
-    matrices `a` of rank `rank`, by cyclic Jacobi rotations in
-    round-robin order (each round rotates n/2 disjoint pairs at once, on both sides) until the
-    off-diagonal norm is at most n eps times the norm; and flags (..) of the matrices that did
-    not converge in MOST_SWEEPS.
+    matrices `a` of rank `rank`, by cyclic Jacobi rotations in round-robin order (each round
+    rotates n/2 disjoint pairs at once, on both sides) until the off-diagonal norm is at most
+    n eps times the norm; and flags (..) of the matrices that did not converge in
+    MOST_SWEEPS.
 
     Every rotation is of rows: J^T A J is J^T (J^T A)^T for a symmetric A, and the
     eigenvectors are kept transposed (V^T becomes J^T V^T), since ONNX Runtime gathers whole
@@ -454,16 +455,9 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
     return singular, u, swap_last(g, v, rank), failed
 
 
-def _any_matrix(g, flags):
-    """Whether any of the 0-d or batched bool `flags` holds (false for an empty batch)."""
-    flat = g.Cast(g.Reshape(flags, ints(g, [-1])), to=onnx_dtype("uint8"))
-    found = g.ReduceMax(g.Concat(flat, constant(g, [0], "uint8"), axis=0), keepdims=0)
-    return g.Cast(found, to=onnx_dtype("bool"))
-
-
 def _non_finite(g, x):
     """Whether any entry of `x` is NaN or infinite."""
-    return _any_matrix(g, g.Or(g.IsNaN(x), g.IsInf(x)))
+    return any_of(g, g.Or(g.IsNaN(x), g.IsInf(x)))
 
 
 def _guarded(g, outputs, failed, exc_type, message):
@@ -642,7 +636,7 @@ def svd_any_shape(
     *results, failed = results
     if not with_vectors:
         results += [None, None]
-    failed = g.Or(_any_matrix(g, failed), _non_finite(g, a))
+    failed = g.Or(any_of(g, failed), _non_finite(g, a))
     return _guarded(g, results, failed, np.linalg.LinAlgError, message)
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from pt_onnxscript.ops.blockwise import flatten_batch, loop_over_batch
 from pt_onnxscript.ops.common import (
     any_last,
+    any_of,
     branch,
     constant,
     ints,
@@ -34,7 +35,7 @@ from pt_onnxscript.ops.common import (
     raise_if,
 )
 from pt_onnxscript.ops.compile import op_from_graph
-from pt_onnxscript.ops.decompositions import _any_matrix, _dim, _non_finite, _square_identity
+from pt_onnxscript.ops.decompositions import _dim, _non_finite, _square_identity
 from pt_onnxscript.ops.linalg import (
     BLOCK,
     _as,
@@ -426,7 +427,7 @@ def solve_discrete_lyapunov(g, node, a, q):
     x = g.Reshape(x, g.Concat(batch, g.Shape(x, start=-2), axis=0), allowzero=1)
     float_type = onnx_dtype(dtype)
     return g.If(
-        g.Or(_any_matrix(g, pending), _non_finite(g, x)),
+        g.Or(any_of(g, pending), _non_finite(g, x)),
         then_branch=branch(
             g, "lyapunov_bilinear", lambda g: op_from_graph(g, node, a, q), [float_type]
         ),

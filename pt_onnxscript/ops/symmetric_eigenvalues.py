@@ -13,7 +13,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
-from pt_onnxscript.ops.common import INT64_MAX, constant, ints, loop, range_to
+from pt_onnxscript.ops.common import INT64_MAX, any_of, constant, ints, loop, range_to
 from pt_onnxscript.ops.linalg import diagonal
 from pt_onnxscript.types import onnx_dtype
 
@@ -229,10 +229,7 @@ def tridiagonal_eigenvalues(g, d, e, dtype: str, rank: int, size: int | None = N
 def _unconverged(g, lo, hi, floor, dtype: str):
     """Whether any interval [lo, hi) is wider than 2 eps of its ends and `floor`."""
     relative = g.Mul(constant(g, 2 * np.finfo(dtype).eps, dtype), g.Max(g.Abs(lo), g.Abs(hi)))
-    wide = g.Greater(g.Sub(hi, lo), g.Max(relative, floor))
-    flat = g.Cast(g.Reshape(wide, ints(g, [-1])), to=ir.DataType.UINT8)
-    found = g.ReduceMax(g.Concat(flat, constant(g, [0], "uint8"), axis=0), keepdims=0)
-    return g.Cast(found, to=ir.DataType.BOOL)
+    return any_of(g, g.Greater(g.Sub(hi, lo), g.Max(relative, floor)))
 
 
 def symmetric_eigenvalues(g, a, dtype: str, rank: int, size: int | None = None):
