@@ -169,12 +169,15 @@ class LeadingUnsqueezeBroadcast(RewriteRuleClassBase):
             return check.fail("the Unsqueeze adds dims other than leading ones")
         if len(x.shape) < rank:
             return check.fail("the other operand's rank is lower")
-        column = len(x.shape) >= 2 and x.shape[-1] == 1 and any(d != 1 for d in x.shape.dims)
+        last = x.shape[-1] if len(x.shape) else None
+        column = len(x.shape) >= 2 and (last == 1 or not isinstance(last, int))
+        column = column and any(d != 1 for d in x.shape.dims)
         wide = len(y.shape) > 0 and isinstance(y.shape[-1], int) and y.shape[-1] > 1
         if column and len(y.shape) < 2 and not wide:
-            # y may be a scalar: ONNX Runtime broadcasts a 0-d or 1-d scalar against a column
-            # one element per call (match_scalar_ranks).
-            return check.fail("a possible scalar against a column")
+            # y may be a scalar and x a column (its last dim 1 or not known): ONNX Runtime
+            # broadcasts a 0-d or 1-d scalar against a column one element per call
+            # (match_scalar_ranks).
+            return check.fail("a possible scalar against a possible column")
         return check
 
     def rewrite(self, op, x, y, axes):

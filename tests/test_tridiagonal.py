@@ -101,3 +101,24 @@ def test_tridiagonal_solve_and_its_gradient(n, rng):
     band = np.abs(np.subtract.outer(np.arange(n), np.arange(n))) <= 1
     grad_a = -np.outer(grad_b, expected_x)
     np.testing.assert_allclose(got[1][band], grad_a[band], rtol=1e-11, atol=1e-12)
+
+
+def test_no_runtime_warning_when_a_loop_runs_no_step(capfd, rng):
+    # gttrf's and gttrs' Loops run n - 1 steps (and the optimiser's unrolled copies fewer):
+    # none at n = 0, 1 and 2. ONNX Runtime with its default logging printed "Loop had zero
+    # iterations and the shape of subgraph output ... was not found" at every such call
+    # until Loops' outputs carried their ranks to the bodies of the Loops that read them.
+    import onnxruntime as ort
+
+    from pt_onnxscript import export_onnx
+
+    a, b = pt.matrix("a"), pt.vector("b")
+    x = pt.linalg.solve(a, b, assume_a="tridiagonal")
+    model = export_onnx(([a, b], [x, pytensor.grad((x**2).sum(), a)]))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    capfd.readouterr()
+    for n in (0, 1, 2, 3):
+        value, rhs = tridiagonal(rng, n, swaps=False), rng.normal(size=n)
+        got = session.run(None, {"a": value, "b": rhs})[0]
+        np.testing.assert_allclose(got, np.linalg.solve(value, rhs) if n else rhs, rtol=1e-12)
+    assert "zero iterations" not in capfd.readouterr().err

@@ -261,7 +261,9 @@ def loop(g, count, state, step, kind: str, *, condition=None, stacked=()):
 
     With a `condition` (a 0-d bool: whether to run the first step), the Loop runs while it
     holds and `step` returns ``(go_on, *state, *stacked)``. Each value of `state` keeps its
-    rank from step to step (the body declares it, `_rank_only`); its dims may change.
+    rank from step to step (the body declares it, `_rank_only`); its dims may change. The
+    Loop's outputs carry those ranks (and the stacked values' ranks plus one) where ONNX's
+    inference leaves them unknown.
     """
     scalar_int, scalar_bool = (ir.DataType.INT64, []), (ir.DataType.BOOL, [])
 
@@ -281,15 +283,23 @@ def loop(g, count, state, step, kind: str, *, condition=None, stacked=()):
     # and a Loop needs two.
     start = constant(g, True, "bool") if condition is None else condition
     result = g.Loop(count, start, *state, body=graph, _outputs=n)
-    return list(result) if n > 1 else [result]
+    result = list(result) if n > 1 else [result]
+    # What ONNX's inference of a Loop leaves unknown: the carried values' ranks, and the
+    # stacked ones' (one more than the body's), for the inference of what reads them.
+    steps = graph.outputs[1 + len(state) :]
+    ranks = [_rank_only(v) for v in state] + [_rank_only(v, 1) for v in steps]
+    for value, rank in zip(result, ranks, strict=True):
+        if value.shape is None and rank is not None:
+            value.shape = ir.Shape(rank)
+    return result
 
 
-def _rank_only(value) -> list | None:
-    """The shape a Loop body declares for a carried `value`: its rank, each dim unknown (the
-    steps may change the dims, not the rank). Inference then knows the body's values' ranks,
-    and ONNX Runtime those of the values a Loop that runs no step stacks (it warns of each
-    such Loop whose body does not say, and gives shape (0,))."""
-    return None if value.shape is None else [None] * len(value.shape)
+def _rank_only(value, more: int = 0) -> list | None:
+    """The shape a Loop body declares for a carried `value`: its rank (plus `more`), each dim
+    unknown (the steps may change the dims, not the rank). Inference then knows the body's
+    values' ranks, and ONNX Runtime those of the values a Loop that runs no step stacks (it
+    warns of each such Loop whose body does not say, and gives shape (0,))."""
+    return None if value.shape is None else [None] * (len(value.shape) + more)
 
 
 def branch(g, kind: str, build, dtypes) -> ir.Graph:
