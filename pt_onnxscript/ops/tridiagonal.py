@@ -44,15 +44,12 @@ def _stacked_last(g, x, rank: int):
     return g.Transpose(x, perm=[*range(1, rank), 0]) if rank > 1 else x
 
 
-@register(LUFactorTridiagonal)
-@register_blockwise(LUFactorTridiagonal)
-def lu_factor_tridiagonal(g, node, dl, d, du):
-    """LUFactorTridiagonal -> gttrf: for each row i < n - 1, eliminate dl[i], swapping rows i
-    and i + 1 where |d[i]| < |dl[i]| (NaN included, as LAPACK's comparison); then du2 holds
-    the second superdiagonal the swaps create and ipiv (1-based) the row each step used."""
-    dtype = node.outputs[0].type.dtype
-    dl, d, du = (_as(g, var, x, dtype) for var, x in zip(node.inputs, (dl, d, du), strict=True))
-    rank = node.inputs[1].type.ndim
+def gttrf(g, dl, d, du, dtype: str, rank: int):
+    """gttrf of the tridiagonal matrices with diagonals `dl`, `d`, `du` (..., n - 1), (..., n)
+    of rank `rank`: for each row i < n - 1, eliminate dl[i], swapping rows i and i + 1 where
+    |d[i]| < |dl[i]| (NaN included, as LAPACK's comparison). Returns the multipliers, U's
+    three diagonals (d, du, and du2, the second superdiagonal the swaps create) and the row
+    (0-based, int64) each step used, all on the last axis."""
     n = _length(g, d)
     steps = g.Max(g.Sub(n, ints(g, 1)), ints(g, 0))
     zero = constant(g, 0, dtype)
@@ -84,7 +81,7 @@ def lu_factor_tridiagonal(g, node, dl, d, du):
         ]
 
     first_du = _entry(g, du_ahead, ints(g, 0))
-    last_d, _, dl_out, d_out, du_out, du2, ipiv = loop(
+    last_d, _, dl_out, d_out, du_out, du2, rows = loop(
         g,
         steps,
         [_entry(g, d_ahead, ints(g, 0)), first_du],
@@ -95,9 +92,9 @@ def lu_factor_tridiagonal(g, node, dl, d, du):
     # An ONNX Runtime Loop that ran no step stacks to shape (0,): reshaped to (0, ...batch).
     batch = g.Shape(d, start=0, end=-1)
     shape = g.Concat(g.Unsqueeze(steps, ints(g, [0])), batch, axis=0)
-    dl_out, d_out, du_out, du2, ipiv = (
+    dl_out, d_out, du_out, du2, rows = (
         _stacked_last(g, g.Reshape(x, shape, allowzero=1), rank)
-        for x in (dl_out, d_out, du_out, du2, ipiv)
+        for x in (dl_out, d_out, du_out, du2, rows)
     )
     first = ints(g, [0])
     d_out = g.Slice(
@@ -108,11 +105,32 @@ def lu_factor_tridiagonal(g, node, dl, d, du):
     )
     du2_size = g.Max(g.Sub(n, ints(g, 2)), ints(g, 0))
     du2 = g.Slice(du2, first, g.Unsqueeze(du2_size, first), ints(g, [-1]))
-    # The last row swaps with nothing: ipiv[n - 1] = n (1-based).
+    # The last row swaps with nothing.
     last = g.Expand(g.Sub(n, ints(g, 1)), g.Concat(batch, ints(g, [1]), axis=0))
-    ipiv = g.Slice(g.Concat(ipiv, last, axis=-1), first, g.Unsqueeze(n, first), ints(g, [-1]))
-    ipiv = g.Cast(g.Add(ipiv, ints(g, 1)), to=ir.DataType.INT32)
-    return [dl_out, d_out, du_out, du2, ipiv]
+    rows = g.Slice(g.Concat(rows, last, axis=-1), first, g.Unsqueeze(n, first), ints(g, [-1]))
+    return dl_out, d_out, du_out, du2, rows
+
+
+def swapped_rows(g, rows, n):
+    """Whether step i of gttrf swapped rows i and i + 1, from the rows (0-based) it used."""
+    return g.Not(g.Equal(rows, range_to(g, n)))
+
+
+def gttrs(g, dl, d, du, du2, swapped, b, n):
+    """x with A x = b for A = L U of gttrf (`swapped`: swapped_rows), b and x rows first
+    (n, ..., k), the factors' diagonals (..., n) on the last axis, n a 0-d int64."""
+    return _upper(g, d, du, du2, _lower(g, dl, swapped, b, n), n)
+
+
+@register(LUFactorTridiagonal)
+@register_blockwise(LUFactorTridiagonal)
+def lu_factor_tridiagonal(g, node, dl, d, du):
+    """LUFactorTridiagonal -> gttrf; ipiv 1-based (LAPACK's)."""
+    dtype = node.outputs[0].type.dtype
+    dl, d, du = (_as(g, var, x, dtype) for var, x in zip(node.inputs, (dl, d, du), strict=True))
+    dl, d, du, du2, rows = gttrf(g, dl, d, du, dtype, node.inputs[1].type.ndim)
+    ipiv = g.Cast(g.Add(rows, ints(g, 1)), to=ir.DataType.INT32)
+    return [dl, d, du, du2, ipiv]
 
 
 @register(SolveLUFactorTridiagonal)
@@ -137,11 +155,11 @@ def solve_lu_factor_tridiagonal(g, node, dl, d, du, du2, ipiv, b):
     rows_first = [rank - 2, *range(rank - 2), rank - 1]
     b = g.Transpose(b, perm=rows_first)  # (n, ..., k)
     n = _length(g, d)
-    swapped = g.Not(g.Equal(g.Sub(g.Cast(ipiv, to=ir.DataType.INT64), ints(g, 1)), range_to(g, n)))
+    swapped = swapped_rows(g, g.Sub(g.Cast(ipiv, to=ir.DataType.INT64), ints(g, 1)), n)
     if op.transposed:
         x = _lower_transposed(g, dl, swapped, _upper_transposed(g, d, du, du2, b, n), n)
     else:
-        x = _upper(g, d, du, du2, _lower(g, dl, swapped, b, n), n)
+        x = gttrs(g, dl, d, du, du2, swapped, b, n)
     x = g.Transpose(x, perm=[*range(1, rank - 1), 0, rank - 1])
     return g.Squeeze(x, ints(g, [-1])) if op.b_ndim == 1 else x
 
