@@ -300,11 +300,77 @@ def test_eigh_batched_and_ill_conditioned(rng):
     compare_onnx_and_py([a], _eigen_checks(a, w, v), [batch], rtol=1e-9, atol=1e-8)
 
 
+def _glued_wilkinson(copies, glue):
+    """Copies of W_21^+ on the diagonal, coupled by `glue`: clusters of eigenvalues equal to
+    ~glue (the classic trap for inverse iteration without reorthogonalization)."""
+    n = 21 * copies
+    glued = np.kron(np.eye(copies), _wilkinson(21))
+    for i in range(1, copies):
+        glued[21 * i - 1, 21 * i] = glued[21 * i, 21 * i - 1] = glue
+    return glued[:n, :n]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_eigh_by_inverse_iteration(dtype, rng):
+    # Above JACOBI_LARGEST, eigh's vectors come from inverse iteration on the tridiagonal
+    # form (shifts apart by dstein's rule, one QR after the last solve): eigenvalues equal to
+    # a few ulps, exactly repeated ones (the identity, a zero matrix, rank-deficient
+    # matrices), glued Wilkinson matrices, a graded spectrum.
+    a = pt.matrix("a", dtype=dtype)
+    w, v = pt.linalg.eigh(a)
+    u, _ = np.linalg.qr(rng.normal(size=(40, 40)))
+    clustered = np.r_[np.ones(10) + 1e-14 * np.arange(10), 2 + 1e-15 * rng.normal(size=10)]
+    clustered = np.r_[clustered, np.linspace(3, 4, 20)]
+    low_rank = rng.normal(size=(30, 3))
+    cases = [rng.normal(size=(n, n)) for n in (25, 40)]
+    cases += [
+        (u * clustered) @ u.T,
+        (u * np.logspace(-12, 0, 40)) @ u.T,
+        _glued_wilkinson(3, 1e-14),
+        _glued_wilkinson(2, 1e-6),
+        np.eye(30),
+        np.zeros((30, 30)),
+        low_rank @ low_rank.T,
+    ]
+    values = [[c.astype(dtype)] for c in cases]
+    tol = {"float64": 1e-11, "float32": 1e-4}[dtype]
+    outs = [*_eigen_checks(a, w, v), _eigvalsh(a)]
+    compare_onnx_and_py([a], outs, values[0], more_inputs=values[1:], rtol=tol, atol=tol * 11)
+
+
+@pytest.mark.parametrize("n", [24, 30])
+def test_eigh_chooses_jacobi_up_to_its_size(n, rng):
+    # A static size chooses at export: Jacobi's sweeps up to JACOBI_LARGEST (24), inverse
+    # iteration above; batched, and through pinv(hermitian=True).
+    import onnx
+
+    from pt_onnxscript import export_onnx
+
+    a = pt.matrix("a", shape=(n, n))
+    model = export_onnx(([a], list(pt.linalg.eigh(a))))
+    graphs = [
+        attribute.g.name
+        for node in _all_nodes(model.graph)
+        for attribute in node.attribute
+        if attribute.type == onnx.AttributeProto.GRAPH
+    ]
+    assert any(name.startswith("jacobi") for name in graphs) == (n <= 24), graphs
+    batch = pt.tensor3("batch", shape=(3, n, n))
+    w, v = _eigh(batch)
+    values = rng.normal(size=(3, n, n))
+    values[1] = values[1] @ values[1].transpose() * 1e-8
+    compare_onnx_and_py([batch], _eigen_checks(batch, w, v), [values], rtol=1e-11, atol=1e-11)
+    hermitian = pt.linalg.pinv(a, hermitian=True)
+    compare_onnx_and_py([a], hermitian, [values[1] * 1e8], rtol=1e-8, atol=1e-10)
+
+
 def test_generalized_eigenproblem(rng):
     a, b = pt.matrix("a"), pt.matrix("b")
-    value_a = rng.normal(size=(5, 5))
-    m = rng.normal(size=(5, 5))
-    value_b = m @ m.T + 5 * np.eye(5)
+    values = []
+    for n in (5, 30):  # Jacobi's sweeps, inverse iteration
+        m = rng.normal(size=(n, n))
+        values.append([rng.normal(size=(n, n)), m @ m.T + n * np.eye(n)])
+    value_a, value_b = values[0]
     w = pt.linalg.eigvalsh(a, b)
     outs = [w]
     if PYTENSOR_3:
@@ -312,7 +378,7 @@ def test_generalized_eigenproblem(rng):
         sym_a = pt.tril(a) + pt.tril(a, -1).T
         sym_b = pt.tril(b) + pt.tril(b, -1).T
         outs += [w2, sym_a @ v - (sym_b @ v) * w2[None, :], v.T @ sym_b @ v]
-    compare_onnx_and_py([a, b], outs, [value_a, value_b], rtol=1e-10, atol=1e-10)
+    compare_onnx_and_py([a, b], outs, values[0], more_inputs=values[1:], rtol=1e-10, atol=1e-10)
     fn = pytensor.function([a, b], w, mode="ONNX")
     with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
         fn(value_a, -value_b)

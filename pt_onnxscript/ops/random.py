@@ -25,7 +25,7 @@ from pytensor.tensor.random import basic as ptr
 from pytensor.tensor.type_other import NoneTypeT
 
 from pt_onnxscript.ops.common import constant, ints, loop, raise_if, where
-from pt_onnxscript.ops.decompositions import jacobi_eigen, jacobi_svd
+from pt_onnxscript.ops.decompositions import jacobi_svd, symmetric_eigen
 from pt_onnxscript.ops.linalg import lower_factor, symmetric
 from pt_onnxscript.ops.scalar.math import arctan2, log1p
 from pt_onnxscript.ops.scalar.special import gammaln
@@ -1108,7 +1108,9 @@ def _covariance_factor(g, node, cov):
         factor = lower_factor(g, cov, "float64", True, rank, node.inputs[3].type.shape[-1])
         return factor, [(g.IsNaN(factor), LinAlgError, "Matrix is not positive definite")]
     if method == "eigh":
-        values, vectors, failed = jacobi_eigen(g, symmetric(g, cov, True, rank), "float64", rank)
+        covariance = symmetric(g, cov, True, rank)
+        size = node.inputs[3].type.shape[-1]
+        values, vectors, failed = symmetric_eigen(g, covariance, "float64", rank, size)
         message = "Eigenvalues did not converge"
     else:
         values, vectors, _, failed = jacobi_svd(g, cov, "float64", rank, full=False)

@@ -1,11 +1,12 @@
-"""Eigenvalues of symmetric matrices without their vectors (Eigvalsh): Householder reduction
-to a tridiagonal T (LAPACK's dsytd2), then multisection of all n eigenvalues of T at once by
-Sturm counts (dstebz's dlaebz, vectorised over the eigenvalues and the points tried).
+"""Eigenvalues of symmetric matrices (Eigvalsh, and eigh's above its Jacobi sizes):
+Householder reduction to a tridiagonal T (LAPACK's dsytd2, with its Q for eigh), then
+multisection of all n eigenvalues of T at once by Sturm counts (dstebz's dlaebz, vectorised
+over the eigenvalues and the points tried). eigh's vectors of T: decompositions.py.
 
-eigh's Jacobi sweeps (it needs the vectors) take ~8 sweeps of n - 1 rounds, each rotating
-the whole matrix; here the matrix work is n - 2 reflections, and what follows reads only T's
-2n - 1 entries: each multisection step runs the Sturm recurrence down T's rows once for
-every eigenvalue and point, three elementwise nodes per row.
+Jacobi's sweeps take ~8 sweeps of n - 1 rounds, each rotating the whole matrix; here the
+matrix work is n - 2 reflections, and what follows reads only T's 2n - 1 entries: each
+multisection step runs the Sturm recurrence down T's rows once for every eigenvalue and
+point, three elementwise nodes per row.
 """
 
 import math
@@ -27,9 +28,10 @@ POINT_BUDGET = 768
 ROWS = 4
 
 
-def tridiagonal_form(g, a, dtype: str):
+def tridiagonal_form(g, a, dtype: str, with_q: bool = False):
     """The diagonal d (..., n) and off-diagonal e (..., n - 1) of T = Q^T a Q for the
-    symmetric matrices `a` (..., n, n), both triangles given, as dsytd2 reduces them (lower):
+    symmetric matrices `a` (..., n, n), both triangles given, and Q = H_0 H_1 ... if
+    `with_q` (else None), as dsytd2 reduces them (lower):
     the reflection H_k = I - tau v v^T of step k maps column k's entries below the diagonal
     onto their first, e_k = beta, and updates the trailing matrix, a <- H_k a H_k, as
     a - v w^T - w v^T with w = p - (tau / 2) (p . v) v and p = tau a v. The matrices keep
@@ -42,7 +44,7 @@ def tridiagonal_form(g, a, dtype: str):
     zero, one = constant(g, 0, dtype), constant(g, 1, dtype)
     last = ints(g, [-1])
 
-    def step(g, k, t, betas):
+    def step(g, k, t, betas, *q):
         row = g.Gather(t, k, axis=-2)  # (..., n): column k as well
         after = g.Add(k, ints(g, 1))
         below = g.Greater(index, after)
@@ -63,20 +65,29 @@ def tridiagonal_form(g, a, dtype: str):
         columns = g.Concat(g.Unsqueeze(v, last), g.Unsqueeze(w, last), axis=-1)
         rows = g.Concat(g.Unsqueeze(w, ints(g, [-2])), g.Unsqueeze(v, ints(g, [-2])), axis=-2)
         betas = g.Concat(betas, g.Where(plain, alpha, beta), axis=-1)
-        return [g.Sub(t, g.MatMul(columns, rows)), betas]
+        t = g.Sub(t, g.MatMul(columns, rows))
+        if not q:
+            return [t, betas]
+        # Q H_k = Q - tau (Q v) v^T
+        q_v = g.Mul(g.MatMul(q[0], g.Unsqueeze(v, last)), g.Unsqueeze(tau, last))
+        return [t, betas, g.Sub(q[0], g.Mul(q_v, g.Unsqueeze(v, ints(g, [-2]))))]
 
     steps = g.Max(g.Sub(n, ints(g, 2)), ints(g, 0))
     none = g.Expand(zero, g.Concat(g.Shape(a, start=0, end=-2), ints(g, [0]), axis=0))
-    t, betas = loop(g, steps, [a, none], step, "tridiagonal")
+    state = [a, none]
+    if with_q:
+        eye = g.Cast(g.Equal(g.Unsqueeze(index, last), index), to=onnx_dtype(dtype))
+        state.append(g.Expand(eye, g.Shape(a)))
+    t, betas, *q = loop(g, steps, state, step, "tridiagonal")
     # The last off-diagonal entry is the trailing 2 x 2 block's, which no step reflects.
     below_diagonal = diagonal(
         g, g.Slice(t, ints(g, [1, 0]), ints(g, [INT64_MAX, -1]), ints(g, [-2, -1]))
     )
     tail = g.Slice(below_diagonal, g.Unsqueeze(steps, ints(g, [0])), ints(g, [INT64_MAX]), last)
-    return diagonal(g, t), g.Concat(betas, tail, axis=-1)
+    return diagonal(g, t), g.Concat(betas, tail, axis=-1), q[0] if with_q else None
 
 
-def _power_of_two_scale(g, a, dtype: str):
+def power_of_two_scale(g, a, dtype: str):
     """A power of two s (..., 1, 1) with max |s a| near 1 (1 for a zero matrix): the
     reduction squares entries, which would overflow or underflow far from 1; a power of two
     scales them exactly."""
@@ -235,7 +246,7 @@ def _unconverged(g, lo, hi, floor, dtype: str):
 def symmetric_eigenvalues(g, a, dtype: str, rank: int, size: int | None = None):
     """The eigenvalues (..., n), ascending, of the symmetric matrices `a` (..., n, n) of
     rank `rank` (n = `size` if known), both triangles given."""
-    scale = _power_of_two_scale(g, a, dtype)
-    d, e = tridiagonal_form(g, g.Mul(a, scale), dtype)
+    scale = power_of_two_scale(g, a, dtype)
+    d, e, _ = tridiagonal_form(g, g.Mul(a, scale), dtype)
     values = tridiagonal_eigenvalues(g, d, e, dtype, rank, size)
     return g.Div(values, g.Squeeze(scale, ints(g, [-1])))
