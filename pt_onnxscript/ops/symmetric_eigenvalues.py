@@ -193,12 +193,13 @@ def tridiagonal_eigenvalues(g, d, e, dtype: str, rank: int, size: int | None = N
             )
             if block == 1:
                 d_rows, e_rows = [d_rows], [e_rows]
-            negative = []
+            qs = []
             for d_i, e_i in zip(d_rows, e_rows, strict=True):
                 q = g.Sub(d_i, g.Div(e_i, q))
-                negative.append(g.Less(q, zero))
-            found = negative[0] if block == 1 else g.Concat(*negative, axis=0)
-            found = g.Cast(found, to=ir.DataType.INT64)
+                qs.append(q)
+            # The chunk's negative q counted at once (a Less per row cost a node per row).
+            chunk = qs[0] if block == 1 else g.Concat(*qs, axis=0)
+            found = g.Cast(g.Less(chunk, zero), to=ir.DataType.INT64)
             return [q, g.Add(count, g.ReduceSum(found, ints(g, [0]), keepdims=1))]
 
         # The first row's q and count, broadcast to (1, ..., n, P) by the first step.
