@@ -6,7 +6,7 @@ over the eigenvalues and the points tried). eigh's vectors of T: decompositions.
 Jacobi's sweeps take ~8 sweeps of n - 1 rounds, each rotating the whole matrix; here the
 matrix work is n - 2 reflections, and what follows reads only T's 2n - 1 entries: each
 multisection step runs the Sturm recurrence down T's rows once for every eigenvalue and
-point, three elementwise nodes per row.
+point, two elementwise nodes per row and a comparison per chunk of rows.
 """
 
 import math
