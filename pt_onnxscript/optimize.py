@@ -350,11 +350,56 @@ class _FoldConstants(_constant_folding.FoldConstantsPass):
         super().replace_node(node, replacement, root)
 
     def process_node(self, node: ir.Node, is_function: bool):
-        if node.op_type == "GatherElements" and node.domain in ("", "ai.onnx") and not is_function:
-            folded = self._gather_elements(node)
+        if node.domain in ("", "ai.onnx") and not is_function:
+            fold = {"GatherElements": self._gather_elements, "Split": self._split}
+            folded = fold[node.op_type](node) if node.op_type in fold else None
             if folded is not None:
                 return folded
         return super().process_node(node, is_function)
+
+    def _split(self, node: ir.Node):
+        """A Split of a constant folded with NumPy, within the pass's size limits: onnxscript
+        folds nodes of one output only, and warned of each Split it met ("Skipping constant
+        folding for op Split with multiple outputs": the Sturm recurrence's rows, in the
+        eigenvalues of a constant matrix), leaving what reads it to every call."""
+        data, sizes = (list(node.inputs) + [None])[:2]
+        if data.is_graph_input() or data.const_value is None:
+            return None
+        if sizes is not None and (sizes.is_graph_input() or sizes.const_value is None):
+            return None
+        if data.const_value.size > self.input_size_limit:
+            return None
+        array = data.const_value.numpy()
+        if array.ndim == 0:
+            return None
+        axis = node.attributes.get_int("axis", 0) % array.ndim
+        length, count = array.shape[axis], len(node.outputs)
+        if sizes is not None:
+            sizes = sizes.const_value.numpy().reshape(-1).astype(np.int64).tolist()
+        elif "split" in node.attributes:  # opset 11
+            sizes = list(node.attributes.get_ints("split"))
+        else:  # num_outputs (or as many as outputs): equal parts, the last one smaller
+            chunk = -(-length // count)
+            sizes = [min(chunk, max(length - i * chunk, 0)) for i in range(count)]
+        if len(sizes) != count or sum(sizes) != length or min(sizes) < 0:
+            return None  # ONNX Runtime's error, at run time
+        parts = np.split(array, np.cumsum(sizes)[:-1].tolist(), axis=axis)
+        folded = []
+        for part, output in zip(parts, node.outputs, strict=True):
+            tensor = self._prepare_folded_tensor(node, output.name, np.ascontiguousarray(part))
+            if tensor is None:
+                return None
+            folded.append(
+                ir.Value(
+                    name=output.name,
+                    type=ir.TensorType(ir.DataType(tensor.dtype)),
+                    shape=tensor.shape,
+                    const_value=tensor,
+                )
+            )
+        for value in folded:
+            node.graph.register_initializer(value)
+        return _constant_folding.Replacement(folded, [])
 
     def _gather_elements(self, node: ir.Node):
         """A GatherElements of constants folded with NumPy, within the pass's size limits: onnx's

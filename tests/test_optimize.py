@@ -589,3 +589,42 @@ def test_operations_onnx_runtime_would_drop_are_kept(op_type, constant):
     got = -session.run(None, {"x": x})[0]
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+
+
+@pytest.mark.parametrize("sizes", [[1, 3, 2], None])
+def test_a_split_of_a_constant_is_folded(sizes, caplog):
+    """onnxscript folds nodes of one output only and logged "Skipping constant folding for op
+    Split with multiple outputs" for each Split of a constant (the Sturm recurrence's rows in
+    the eigendecomposition of a constant covariance, multivariate_normal(method="eigh")),
+    which then ran at every call. Split is folded with NumPy, by sizes or in equal parts."""
+    import onnx
+
+    from pt_onnxscript.optimize import optimize
+
+    value = np.arange(12.0).reshape(6, 2)
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, [2])
+    outputs = [
+        onnx.helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.DOUBLE, None) for i in range(3)
+    ]
+    inputs = ["c"] + (["sizes"] if sizes is not None else [])
+    nodes = [
+        onnx.helper.make_node(
+            "Split", inputs, ["p0", "p1", "p2"], axis=0, **({} if sizes else {"num_outputs": 3})
+        ),
+        *(onnx.helper.make_node("Add", [f"p{i}", "x"], [f"y{i}"]) for i in range(3)),
+    ]
+    initializers = [onnx.numpy_helper.from_array(value, "c")]
+    if sizes is not None:
+        initializers.append(onnx.numpy_helper.from_array(np.array(sizes, np.int64), "sizes"))
+    graph = onnx.helper.make_graph(nodes, "split", [x], outputs, initializers)
+    proto = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+    model = ir.serde.deserialize_model(proto)
+    with caplog.at_level("WARNING"):
+        optimize(model)
+    assert "Skipping constant folding" not in caplog.text
+    assert [node.op_type for node in model.graph] == ["Add"] * 3
+    session = ort.InferenceSession(ir.serde.serialize_model(model).SerializeToString())
+    got = session.run(None, {"x": np.array([0.5, -1.0])})
+    parts = np.split(value, np.cumsum(sizes or [2, 2, 2])[:-1], axis=0)
+    for result, part in zip(got, parts, strict=True):
+        np.testing.assert_array_equal(result, part + np.array([0.5, -1.0]))
