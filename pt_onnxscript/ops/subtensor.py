@@ -421,7 +421,10 @@ def _unit_slices(entries) -> bool:
 def _write_box(g, node, x, y, entries):
     """IncSubtensor on a box (slices of step 1): y, broadcast to the box and padded to x's
     shape, added to x (padded with -0.0, which leaves every x as it is, -0.0 included) or
-    written over x where a padded mask is true: no table of flat positions."""
+    written over x where a padded mask is true: no table of flat positions. A box that
+    slices one axis only is x's part before it, the box set or incremented and x's part
+    after it, concatenated (a Scan's buffer with its first rows set: the Where and two Pads
+    over the whole buffer took 18% of a 1,000-step Scan of 100-vectors)."""
     dtype = node.outputs[0].type.dtype
     rank = node.inputs[0].type.ndim
     if node.inputs[1].type.dtype != dtype:
@@ -456,8 +459,11 @@ def _write_box(g, node, x, y, entries):
         before.append(first)
         after.append(g.Sub(g.Sub(dim, first), length))
     box = g.Concat(*lengths, axis=0)
-    pads = g.Concat(*before, *after, axis=0)
     values = g.Expand(y, box)
+    sliced = [axis for axis in range(rank) if not _full_entry(entries, axis)]
+    if len(sliced) == 1:
+        return _write_slab(g, node, x, values, sliced[0], before[sliced[0]], lengths[sliced[0]])
+    pads = g.Concat(*before, *after, axis=0)
     if _write_mode(node.op) == "set":
         inside = g.Pad(g.Expand(constant(g, True, "bool"), box), pads, constant(g, False, "bool"))
         return where(g, inside, g.Pad(values, pads), x, dtype)
@@ -465,6 +471,25 @@ def _write_box(g, node, x, y, entries):
         return g.Or(x, g.Pad(values, pads, constant(g, False, "bool")))
     nothing = -0.0 if np.dtype(dtype).kind == "f" else 0
     return g.Add(x, g.Pad(values, pads, constant(g, nothing, dtype)))
+
+
+def _full_entry(entries, axis: int) -> bool:
+    return axis >= len(entries) or entries[axis].is_full()
+
+
+def _write_slab(g, node, x, values, axis: int, first, length):
+    """x with its `length` entries from `first` (1-element int64s) along `axis` set to, or
+    incremented by, `values` (the slab's shape): x's part before the slab, the slab, and x's
+    part after it, concatenated."""
+    dtype = node.outputs[0].type.dtype
+    end = g.Add(first, length)
+    axes = constant(g, [axis], "int64")
+    head = g.Slice(x, constant(g, [0], "int64"), first, axes)
+    tail = g.Slice(x, end, constant(g, [INT64_MAX], "int64"), axes)
+    if _write_mode(node.op) != "set":
+        slab = g.Slice(x, first, end, axes)
+        values = g.Or(slab, values) if dtype == "bool" else g.Add(slab, values)
+    return g.Concat(head, values, tail, axis=axis)
 
 
 @register(IncSubtensor)
