@@ -494,8 +494,9 @@ def _write_slab(g, node, x, values, axis: int, first, length):
 
 @register(IncSubtensor)
 def inc_subtensor(g, node, x, y, *indices):
-    """IncSubtensor -> on a box (slices of step 1), y padded to x's shape and added or
-    written by Where; otherwise ScatterElements into the flat positions x[indices] selects."""
+    """IncSubtensor -> on a box (slices of step 1), y concatenated with x's parts around it
+    (one sliced axis) or padded to x's shape and added or written by Where; otherwise
+    ScatterElements into the flat positions x[indices] selects."""
     entries = _entries(node, node.inputs[2:], indices)
     shape = node.inputs[0].type.shape
     in_float = not node.op.set_instead_of_inc and (
