@@ -504,7 +504,7 @@ def tridiagonal_eigenvectors(g, d, e, values, dtype: str, rank: int, size: int |
         solved = g.Squeeze(gttrs(g, multipliers, pivots, upper, upper2, swapped, b, n), last)
         x = g.Transpose(solved, perm=by_columns)
         x = g.Div(x, g.ReduceMax(g.Abs(x), ints(g, [-2]), keepdims=1))
-    return _orthonormal(g, x, dtype, rank, size)
+    return _orthonormal(g, x, dtype, rank, size=size)[0]
 
 
 # SplitMix64's finalizer (Steele et al. 2014): a counter's bits mixed to 64 random-looking bits.
@@ -529,13 +529,16 @@ def _fixed_uniforms(g, n, dtype: str):
     return uniforms if dtype == "float64" else g.Cast(uniforms, to=onnx_dtype(dtype))
 
 
-def _orthonormal(g, x, dtype: str, rank: int, size: int | None):
-    """The Householder QR's Q of the matrices x (..., n, n), each column's sign that of
-    x's column: Gram-Schmidt's vectors, to working accuracy."""
+def _orthonormal(g, x, dtype: str, rank: int, k=None, size: int | None = None):
+    """The Householder QR's Q (..., m, m) of the matrices x (..., m, k), k <= m (`k` a 0-d
+    int64, or None for square x), and its first k columns, each with the sign of x's column:
+    Gram-Schmidt's vectors, to working accuracy (Q's other columns complete a basis)."""
     packed, _, q = householder_qr(g, x, dtype, rank, size=size)
-    negative = g.Less(diagonal(g, packed), constant(g, 0, dtype))
+    leading = q if k is None else _leading(g, q, k, -1)
+    r = packed if k is None else _leading(g, packed, k, -2)
+    negative = g.Less(diagonal(g, r), constant(g, 0, dtype))
     signs = g.Where(negative, constant(g, -1, dtype), constant(g, 1, dtype))
-    return g.Mul(q, g.Unsqueeze(signs, ints(g, [-2])))
+    return g.Mul(leading, g.Unsqueeze(signs, ints(g, [-2]))), q
 
 
 def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: bool = True):
@@ -588,13 +591,7 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
         _leading(g, _columns_in_order(g, x, order), k, -1),
         g.Unsqueeze(_leading(g, scale, k, -1), ints(g, [-2])),
     )
-    packed, _, q = householder_qr(g, u, dtype, rank)
-    signs = g.Where(
-        g.Less(diagonal(g, _leading(g, packed, k, -2)), zero),
-        constant(g, -1, dtype),
-        constant(g, 1, dtype),
-    )
-    u = g.Mul(_leading(g, q, k, -1), g.Unsqueeze(signs, ints(g, [-2])))
+    u, q = _orthonormal(g, u, dtype, rank, k)
     if full:
         u = g.Concat(
             u,
