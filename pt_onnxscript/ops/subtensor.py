@@ -431,14 +431,14 @@ def _write_box(g, node, x, y, entries):
         y = g.Cast(y, to=onnx_dtype(dtype))
     zero, one = constant(g, 0, "int64"), constant(g, 1, "int64")
     shape = node.inputs[0].type.shape
-    lengths, before, after = [], [], []
+    lengths, before, dims, sliced = [], [], [], []
     for axis in range(rank):
         dim = g.Shape(x, start=axis, end=axis + 1)
+        dims.append(dim)
         entry = entries[axis] if axis < len(entries) else Slice(None, None, None)
         if entry.is_full():
             lengths.append(dim)
             before.append(constant(g, [0], "int64"))
-            after.append(constant(g, [0], "int64"))
             continue
         start, stop, step = _slice_bounds(g, x, axis, shape[axis], entry)
         positions = g.Slice(
@@ -448,21 +448,26 @@ def _write_box(g, node, x, y, entries):
             constant(g, [0], "int64"),
             step,
         )
-        length = g.Shape(positions)
         # The box's first index (0 for an empty box).
         first = g.Slice(
             g.Concat(positions, constant(g, [0], "int64"), axis=0),
             constant(g, [0], "int64"),
             constant(g, [1], "int64"),
         )
-        lengths.append(length)
+        lengths.append(g.Shape(positions))
         before.append(first)
-        after.append(g.Sub(g.Sub(dim, first), length))
+        sliced.append(axis)
     box = g.Concat(*lengths, axis=0)
     values = g.Expand(y, box)
-    sliced = [axis for axis in range(rank) if not _full_entry(entries, axis)]
     if len(sliced) == 1:
-        return _write_slab(g, node, x, values, sliced[0], before[sliced[0]], lengths[sliced[0]])
+        (axis,) = sliced
+        return _write_slab(g, node, x, values, axis, before[axis], lengths[axis])
+    after = [
+        g.Sub(g.Sub(dims[axis], before[axis]), lengths[axis])
+        if axis in sliced
+        else constant(g, [0], "int64")
+        for axis in range(rank)
+    ]
     pads = g.Concat(*before, *after, axis=0)
     if _write_mode(node.op) == "set":
         inside = g.Pad(g.Expand(constant(g, True, "bool"), box), pads, constant(g, False, "bool"))
@@ -471,10 +476,6 @@ def _write_box(g, node, x, y, entries):
         return g.Or(x, g.Pad(values, pads, constant(g, False, "bool")))
     nothing = -0.0 if np.dtype(dtype).kind == "f" else 0
     return g.Add(x, g.Pad(values, pads, constant(g, nothing, dtype)))
-
-
-def _full_entry(entries, axis: int) -> bool:
-    return axis >= len(entries) or entries[axis].is_full()
 
 
 def _write_slab(g, node, x, values, axis: int, first, length):
