@@ -169,9 +169,11 @@ class LeadingUnsqueezeBroadcast(RewriteRuleClassBase):
             return check.fail("the Unsqueeze adds dims other than leading ones")
         if len(x.shape) < rank:
             return check.fail("the other operand's rank is lower")
-        last = x.shape[-1] if len(x.shape) else None
-        column = len(x.shape) >= 2 and (last == 1 or not isinstance(last, int))
-        column = column and any(d != 1 for d in x.shape.dims)
+        column = (
+            len(x.shape) >= 2
+            and (x.shape[-1] == 1 or not isinstance(x.shape[-1], int))
+            and any(d != 1 for d in x.shape.dims)
+        )
         wide = len(y.shape) > 0 and isinstance(y.shape[-1], int) and y.shape[-1] > 1
         if column and len(y.shape) < 2 and not wide:
             # y may be a scalar and x a column (its last dim 1 or not known): ONNX Runtime
@@ -303,6 +305,10 @@ class _ByRoot:
         return None
 
 
+# The operators `_FoldConstants` folds itself: its method for each.
+_FOLDED_HERE = {"GatherElements": "_gather_elements", "Split": "_split"}
+
+
 class _FoldConstants(_constant_folding.FoldConstantsPass):
     """onnxscript's constant folding with shape inference (`fold_constants_ir`'s defaults),
     its per-node inference cached (`pt_onnxscript.inference`; onnxscript is pinned below
@@ -350,9 +356,9 @@ class _FoldConstants(_constant_folding.FoldConstantsPass):
         super().replace_node(node, replacement, root)
 
     def process_node(self, node: ir.Node, is_function: bool):
-        if node.domain in ("", "ai.onnx") and not is_function:
-            fold = {"GatherElements": self._gather_elements, "Split": self._split}
-            folded = fold[node.op_type](node) if node.op_type in fold else None
+        own = _FOLDED_HERE.get(node.op_type)
+        if own is not None and node.domain in ("", "ai.onnx") and not is_function:
+            folded = getattr(self, own)(node)
             if folded is not None:
                 return folded
         return super().process_node(node, is_function)
