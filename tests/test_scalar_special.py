@@ -247,6 +247,37 @@ def test_independent_calls_of_a_decomposed_function_run_as_one(shape, monkeypatc
     assert stacked < _node_count(outputs, [nu]) * 0.7
 
 
+def test_calls_on_arrays_of_static_shapes_run_as_one(monkeypatch):
+    """A beta-binomial's logp calls gammaln on three arrays of the observations' shape, its
+    gradient digamma on the same three: calls on values of static shapes, different ones
+    and broadcast arguments included, become one call on their arguments flattened and
+    joined, with the same values to the last bit (fewer nodes); a call whose shape is not
+    known at export stays apart."""
+    from pt_onnxscript.rewrites import StackScalarCalls
+
+    a = pt.tensor("a", shape=(1,))
+    k = pt.tensor("k", shape=(7,))
+    m = pt.tensor("m", shape=(2, 3))
+    free = pt.dvector("free")
+    outputs = [
+        pt.gammaln(k + a) + pt.gammaln(20 - k + a) - pt.gammaln(a),
+        pt.psi(k + a) * pt.psi(m.sum() + a),
+        pt.gammaln(m) - pt.psi(m + a[0]),
+        pt.gammaln(free) + pt.gammaln(free.sum()),
+    ]
+    values = [
+        np.array([3.5]),
+        np.array([0.0, 1.0, 2.0, 5.5, 9.0, 12.0, 19.0]),
+        np.array([[0.25, 1.0, 3.0], [7.5, 13.5, 40.0]]),
+        np.array([0.5, 2.5, 30.0]),
+    ]
+    more = [[np.array([0.2]), np.linspace(0, 19, 7), -np.array([[0.5, 1.5, 2.5]] * 2), values[3]]]
+    compare_onnx_and_py([a, k, m, free], outputs, values, more_inputs=more, rtol=1e-14)
+    stacked = _node_count(outputs, [a, k, m, free])
+    monkeypatch.setattr(StackScalarCalls, "apply", lambda self, fgraph: None)
+    assert stacked < _node_count(outputs, [a, k, m, free]) * 0.6
+
+
 def test_calls_that_read_each_other_are_not_stacked():
     """gammaln(gammaln(x)) stays two calls, and calls of two functions that feed each other
     across (gammaln -> digamma, digamma -> gammaln) are stacked only where that makes no
