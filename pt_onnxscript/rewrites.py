@@ -11,7 +11,9 @@
 - calls of one scalar function whose translation is a decomposition (gammaln, digamma, erf
   in float64, ...) on values of static shape and a few thousand elements in all that do not
   depend on each other become one call on their arguments flattened and joined
-  (StackScalarCalls).
+  (StackScalarCalls);
+- after specialize, identical nodes are merged by a merge that looks at every node again
+  (MergeAfresh): PyTensor's own merge misses copies made while its scheduled merges wait.
 
 All are exact replacements; graphs that do not match are translated op by op.
 """
@@ -23,7 +25,12 @@ import pytensor.scalar.math as scalar_math
 from pytensor.compile import optdb
 from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
-from pytensor.graph.rewriting.basic import GraphRewriter, copy_stack_trace, node_rewriter
+from pytensor.graph.rewriting.basic import (
+    GraphRewriter,
+    MergeOptimizer,
+    copy_stack_trace,
+    node_rewriter,
+)
 from pytensor.graph.traversal import ancestors
 from pytensor.raise_op import CheckAndRaise
 from pytensor.scalar import upcast
@@ -338,6 +345,24 @@ def _independent(nodes):
     return chosen
 
 
+class MergeAfresh(GraphRewriter):
+    """PyTensor's MergeOptimizer with a new MergeFeature, which looks at every node again.
+    The feature attached at the start only compares a new node with nodes it has seen and
+    found distinct: while merges it scheduled wait (specialize has no merge of its own; the
+    next is at position 49) a copy made of a node waiting to be merged is never compared
+    with it, and both stay. PyMC's gradient of a GP's marginal likelihood kept four
+    Choleskys of one matrix (two where the log-density and its gradient build the matrix
+    alike, as PyTensor's own modes run it)."""
+
+    def apply(self, fgraph):
+        feature = getattr(fgraph, "merge_feature", None)
+        if feature is not None:
+            fgraph.remove_feature(feature)
+            del fgraph.merge_feature
+        MergeOptimizer().rewrite(fgraph)
+
+
+optdb.register("onnx_merge_afresh", MergeAfresh(), "onnx", position=2.4)
 optdb.register("onnx_stack_scalar_calls", StackScalarCalls(), "onnx", position=2.5)
 optdb["canonicalize"].register("onnx_reduce_before_check", reduce_before_check, "onnx")
 optdb["specialize"].register("onnx_channel_convolution", channel_convolution, "onnx")

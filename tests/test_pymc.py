@@ -198,6 +198,25 @@ def test_exported_logp_runs_without_pymc(built, tmp_path):
         assert_same(got[1], dlogp(point), rtol=rtol, atol=1e-11, what="dlogp")
 
 
+def test_the_exported_graph_computes_nothing_twice(built):
+    """No two nodes of the graph export_logp translates apply one Op to the same inputs.
+    PyTensor's merge compares a new node only with nodes it has found distinct, so a copy
+    made while a merge waits was never merged: the GP's gradient kept a third Cholesky."""
+    import collections
+
+    from pymc.pytensorf import join_nonshared_inputs
+
+    from pt_onnxscript.export import compile_for_export
+
+    _, model, _ = built
+    outputs, point = join_nonshared_inputs(
+        model.initial_point(), [model.logp(), model.dlogp()], model.value_vars
+    )
+    nodes = compile_for_export([point], outputs).maker.fgraph.apply_nodes
+    computed = collections.Counter((node.op, tuple(node.inputs)) for node in nodes)
+    assert [key for key, count in computed.items() if count > 1] == []
+
+
 def test_against_the_default_mode_and_compile_fn():
     model = hierarchical()
     point = model.initial_point()
