@@ -253,6 +253,10 @@ def test_calls_on_arrays_of_static_shapes_run_as_one(monkeypatch):
     and broadcast arguments included, become one call on their arguments flattened and
     joined, with the same values to the last bit (fewer nodes); a call whose shape is not
     known at export stays apart."""
+    from pytensor.graph.fg import FunctionGraph
+    from pytensor.scalar.math import GammaLn
+    from pytensor.tensor.elemwise import Elemwise
+
     from pt_onnxscript.rewrites import StackScalarCalls
 
     a = pt.tensor("a", shape=(1,))
@@ -273,6 +277,14 @@ def test_calls_on_arrays_of_static_shapes_run_as_one(monkeypatch):
     ]
     more = [[np.array([0.2]), np.linspace(0, 19, 7), -np.array([[0.5, 1.5, 2.5]] * 2), values[3]]]
     compare_onnx_and_py([a, k, m, free], outputs, values, more_inputs=more, rtol=1e-14)
+    graph = FunctionGraph([a, k, m, free], outputs, clone=True)
+    StackScalarCalls().rewrite(graph)
+    gammaln_calls = [
+        node.outputs[0].type.shape
+        for node in graph.apply_nodes
+        if isinstance(node.op, Elemwise) and isinstance(node.op.scalar_op, GammaLn)
+    ]
+    assert sorted(gammaln_calls, key=str) == [(22,), (None,)]  # 7 + 7 + 1 + 6 + 1 elements
     stacked = _node_count(outputs, [a, k, m, free])
     monkeypatch.setattr(StackScalarCalls, "apply", lambda self, fgraph: None)
     assert stacked < _node_count(outputs, [a, k, m, free]) * 0.6
