@@ -133,13 +133,16 @@ SMALL_BLOCKS = (4, 16)
 def by_block_size(g, a, size: int | None, build, dtypes, kind: str):
     """The list of values (of `dtypes`) ``build(g, block, whole)`` returns for the matrices
     `a` (..., n, n), with the block for their size (`whole`: the block holds all n): for a
-    static `size`, its block_size; for a symbolic one, the smallest of SMALL_BLOCKS and BLOCK
-    that holds n, chosen at run time by nested Ifs. The blocked algorithms pad n to a
-    multiple of the block and unroll a block's columns: a 3 x 3 matrix of symbolic size,
-    padded to one block of BLOCK, ran ~8x the nodes it needs (LU ~25 per column, Cholesky
-    ~5), and a Loop of one step."""
+    static `size`, the size itself up to BLOCK (one block, nothing padded), its block_size
+    above; for a symbolic one, the smallest of SMALL_BLOCKS and BLOCK that holds n, chosen at
+    run time by nested Ifs. The blocked algorithms pad n to a multiple of the block and
+    unroll a block's columns: a 3 x 3 matrix of symbolic size, padded to one block of BLOCK,
+    ran ~8x the nodes it needs (LU ~25 per column, Cholesky ~5), and a Loop of one step; a
+    static 20 x 20 one, padded to 32, 1.6x."""
     if size is not None:
-        return build(g, block_size(size), size <= BLOCK)
+        if size <= BLOCK:
+            return build(g, max(size, 1), True)
+        return build(g, block_size(size), False)
     n = _size(g, a)
 
     def tiers(g, blocks):
@@ -295,7 +298,7 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
     def by_blocks(g, block, whole: bool):  # the factor of `a` padded with an identity
         if whole:  # one panel, no Loop
             t = _padded_panel(g, a, n, ints(g, block), ints(g, 0), block)
-            return [_panel_factor(g, t, dtype, rank, block, block, g.Shape(a, start=0, end=-2))]
+            return [_block_factor(g, t, rank, block)]
         return [_cholesky_panels(g, a, n, dtype, rank, block, block * PANEL_BLOCKS)]
 
     (padded,) = by_block_size(g, a, size, by_blocks, [onnx_dtype(dtype)], "cholesky")
