@@ -421,6 +421,25 @@ def test_static_matrices_one_block_holds_are_not_padded(n, rng):
     compare_onnx_and_py([a], pt.linalg.cholesky(a), [positive])
 
 
+@pytest.mark.parametrize("n", [40, 50])
+def test_static_cholesky_one_panel_holds_is_not_padded(n, rng):
+    """A static Cholesky that one panel (two blocks) holds runs its n columns with no Loop:
+    a block of BLOCK, then the columns left, with no rows below to solve for; the factor is
+    read from the lower triangle only."""
+    from pt_onnxscript.ops.linalg import BLOCK
+
+    a = pt.tensor("a", shape=(n, n))
+    model = export_onnx(([a], [pt.linalg.cholesky(a)]))
+    ops = [node.op_type for node in model.graph.node]
+    assert "Loop" not in ops
+    assert ops.count("Gemm") == (BLOCK - 1) + (n - BLOCK - 1)  # one per column but each last
+    positive = spd(rng, n)
+    positive[np.triu_indices(n, 1)] = np.nan  # never read
+    compare_onnx_and_py([a], pt.linalg.cholesky(a), [positive])
+    batch = pt.tensor("b", shape=(2, n, n))
+    compare_onnx_and_py([batch], pt.linalg.cholesky(batch), [np.stack([spd(rng, n)] * 2)])
+
+
 @pytest.mark.parametrize("n", [70, 130])
 def test_cholesky_and_solves_of_several_default_blocks(n, rng):
     """Sizes past the default block size, with a badly conditioned matrix (condition number

@@ -289,16 +289,21 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
     them, R = L[s:, :s], computes T = A[s:, s:s+W] - R R[:W]^T (a MatMul) and factors it by
     blocks of B columns (_panel_factor); L's rows s:s+W are then finished and are the step's
     scan output, so no step copies more of L than R. B is what by_block_size gives, W is
-    PANEL_BLOCKS blocks; a matrix one block holds is that block, factored with no Loop."""
+    PANEL_BLOCKS blocks; a matrix one block holds is that block, factored with no Loop, and
+    one of static size that one panel holds is that panel, its last block the columns left
+    (nothing padded, no Loop)."""
     # The triangle potrf reads, as a lower one. The entries above its diagonal are never read:
     # each diagonal block is mirrored from its lower triangle (_block_factor).
     a = a if lower else swap_last(g, a, rank)
     n = _size(g, a)
 
     def by_blocks(g, block, whole: bool):  # the factor of `a` padded with an identity
-        if whole:  # one panel, no Loop
+        if whole:  # one block, no Loop
             t = _padded_panel(g, a, n, ints(g, block), ints(g, 0), block)
             return [_block_factor(g, t, rank, block)]
+        if size is not None and size <= block * PANEL_BLOCKS:  # one panel, no Loop
+            batch = g.Shape(a, start=0, end=-2)
+            return [_panel_factor(g, a, dtype, rank, block, size, batch)]
         return [_cholesky_panels(g, a, n, dtype, rank, block, block * PANEL_BLOCKS)]
 
     (padded,) = by_block_size(g, a, size, by_blocks, [onnx_dtype(dtype)], "cholesky")
@@ -380,27 +385,33 @@ def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
     s:s+width] - L[s:, :s] L[s:s+width, :s]^T (at least `width` rows), left-looking by blocks of
     `block` columns, unrolled: each block's columns updated by those before it (a MatMul), its
     top `block` rows factored (_block_factor), the rows below multiplied by the inverse of that
-    factor (triangular_inverse), transposed."""
+    factor (triangular_inverse), transposed. A `width` that is not a multiple of `block` is
+    that of a whole matrix (T of `width` rows): its last block, the columns left, has no rows
+    below."""
     done = None
     for s in range(0, width, block):
-        part = g.Slice(t, ints(g, [s, s]), ints(g, [INT64_MAX, s + block]), ints(g, [-2, -1]))
+        size = min(block, width - s)
+        part = g.Slice(t, ints(g, [s, s]), ints(g, [INT64_MAX, s + size]), ints(g, [-2, -1]))
         if done is not None:
             below = g.Slice(done, ints(g, [s]), ints(g, [INT64_MAX]), ints(g, [-2]))
-            top_rows = g.Slice(below, ints(g, [0]), ints(g, [block]), ints(g, [-2]))
+            top_rows = g.Slice(below, ints(g, [0]), ints(g, [size]), ints(g, [-2]))
             part = g.Sub(part, g.MatMul(below, swap_last(g, top_rows, rank)))
         top = _block_factor(
-            g, g.Slice(part, ints(g, [0]), ints(g, [block]), ints(g, [-2])), rank, block
+            g, g.Slice(part, ints(g, [0]), ints(g, [size]), ints(g, [-2])), rank, size
         )
-        inverse = triangular_inverse(g, top, block)
-        side = g.MatMul(
-            g.Slice(part, ints(g, [block]), ints(g, [INT64_MAX]), ints(g, [-2])),
-            swap_last(g, inverse, rank),
-        )
-        columns = g.Concat(top, side, axis=-2)
+        if size < block:  # the last block of a whole matrix
+            columns = top
+        else:
+            inverse = triangular_inverse(g, top, block)
+            side = g.MatMul(
+                g.Slice(part, ints(g, [block]), ints(g, [INT64_MAX]), ints(g, [-2])),
+                swap_last(g, inverse, rank),
+            )
+            columns = g.Concat(top, side, axis=-2)
         if done is None:
             done = columns
         else:
-            above = g.Expand(constant(g, 0, dtype), g.Concat(batch, ints(g, [s, block]), axis=0))
+            above = g.Expand(constant(g, 0, dtype), g.Concat(batch, ints(g, [s, size]), axis=0))
             done = g.Concat(done, g.Concat(above, columns, axis=-2), axis=-1)
     return done
 
