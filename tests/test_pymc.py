@@ -258,6 +258,33 @@ def test_rational_quadratic_spectral_density_and_its_gradient():
     )
 
 
+@pytest.mark.parametrize("check_bounds", [True, False])
+def test_failed_parameter_checks_give_minus_inf_like_pymc(check_bounds):
+    """A scale that goes negative, and a covariance that is not positive definite: PyMC's
+    compiled log-density is -inf there (a sampler rejects the point), not an error; with
+    check_bounds=False nothing is checked. The export gives what PyMC's own function does."""
+    with pm.Model(check_bounds=check_bounds) as model:
+        s = pm.Normal("s", 1, 1)
+        rho = pm.Normal("rho", 0, 0.3)
+        pm.Normal("y", 0, s, observed=[0.5, -0.3])
+        cov = pt.stack([pt.stack([1.0, rho]), pt.stack([rho, 1.0])])
+        pm.MvNormal("z", mu=np.zeros(2), cov=cov, observed=[0.1, 0.2])
+    with model:  # PyMC reads check_bounds from the model in context (samplers run there)
+        fn = model.logp_dlogp_function(ravel_inputs=True)
+    fn.set_extra_values({})
+    session = ort.InferenceSession(
+        export_logp(model).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    slots = layout(model)
+    for point in ({"s": -1.0, "rho": 0.2}, {"s": 1.5, "rho": 1.5}, {"s": 1.5, "rho": 0.2}):
+        vector = ravel_point({k: np.array(v) for k, v in point.items()}, slots)
+        expected = fn(vector)
+        got = session.run(["logp", "dlogp"], {"point": vector})
+        assert np.isneginf(got[0]) == np.isneginf(expected[0]), point
+        assert_same(got[0], expected[0], rtol=1e-11, atol=1e-11, what="logp")
+        assert_same(got[1], expected[1], rtol=1e-11, atol=1e-11, what="dlogp")
+
+
 def test_export_says_nothing_about_the_infinities_it_folds():
     # Constant folding evaluates IEEE arithmetic (1 / 0 = inf in the Student-t's special
     # functions) with NumPy, which warns: the user has nothing to act on.
