@@ -4,8 +4,10 @@ a raw ONNX Runtime session, and, as the floor of any ONNX Runtime call, a sessio
 one-node model on the same point. Then the exported models' nodes.
 
 Models: notebook 03's (a Student-t regression with 8 group offsets: its logp calls gammaln,
-its gradient digamma) and a hierarchical normal model with 1,000 group means over 5,000
-observations.
+its gradient digamma), a hierarchical normal model with 1,000 group means over 5,000
+observations, a beta-binomial of 40 counts and a negative-binomial regression of 500 (their
+logps call gammaln on arrays, their gradients digamma), and a GP's marginal likelihood on 50
+points (a Cholesky and triangular solves).
 
 One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
 
@@ -48,6 +50,40 @@ def hierarchical_normal_model():
         theta = pm.Normal("theta", mu, tau, shape=1000)
         sigma = pm.HalfNormal("sigma", 1)
         pm.Normal("y", theta[group], sigma, observed=y)
+    return model
+
+
+def beta_binomial_model():
+    rng = np.random.default_rng(2)
+    n = rng.integers(10, 50, 40)
+    with pm.Model() as model:
+        a = pm.Gamma("a", 2, 0.5)
+        b = pm.Gamma("b", 2, 0.5)
+        pm.BetaBinomial("y", alpha=a, beta=b, n=n, observed=rng.binomial(n, 0.3))
+    return model
+
+
+def negative_binomial_model():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(500, 5))
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=5)
+        intercept = pm.Normal("intercept")
+        alpha = pm.Exponential("alpha", 1)
+        mu = pm.math.exp(intercept + x @ beta)
+        pm.NegativeBinomial("y", mu=mu, alpha=alpha, observed=rng.poisson(3, 500))
+    return model
+
+
+def gp_model():
+    rng = np.random.default_rng(4)
+    x = np.sort(rng.uniform(0, 10, 50))[:, None]
+    with pm.Model() as model:
+        ls = pm.Gamma("ls", 2, 1)
+        eta = pm.HalfNormal("eta", 1)
+        sigma = pm.HalfNormal("sigma", 1)
+        gp = pm.gp.Marginal(cov_func=eta**2 * pm.gp.cov.ExpQuad(1, ls))
+        gp.marginal_likelihood("y", X=x, y=np.sin(x[:, 0]) + rng.normal(0, 0.1, 50), sigma=sigma)
     return model
 
 
@@ -95,6 +131,9 @@ def main():
     for label, build in (
         ("Student-t (notebook 03)", student_t_model),
         ("hierarchical normal, 1,000 means", hierarchical_normal_model),
+        ("beta-binomial, 40 counts", beta_binomial_model),
+        ("negative-binomial regression, 500 counts", negative_binomial_model),
+        ("GP marginal likelihood, 50 points", gp_model),
     ):
         runners, point, proto = runners_for(build())
         tables[label] = interleaved(runners, point), proto
