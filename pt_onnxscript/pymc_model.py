@@ -66,6 +66,12 @@ def export_logp(model, path=None, *, jacobian: bool = True, opset: int | None = 
     from pt_onnxscript.linker import onnx_rewrites
     from pt_onnxscript.translate import DEFAULT_OPSET
 
+    if not model.value_vars:
+        raise ValueError(
+            "export_logp: the model has no free random variables, so its log-density is a "
+            "constant and there is no point to take; add a free variable, or evaluate "
+            "model.compile_logp()({}) once"
+        )
     slots = layout(model)
     # As PyMC's samplers compile them (ValueGradFunction): the log-density as rewritten before
     # differentiation and its gradient with respect to all value variables in one pass (as

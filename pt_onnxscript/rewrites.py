@@ -350,9 +350,8 @@ class MergeAfresh(GraphRewriter):
     The feature attached at the start only compares a new node with nodes it has seen and
     found distinct: while merges it scheduled wait (specialize has no merge of its own; the
     next is at position 49) a copy made of a node waiting to be merged is never compared
-    with it, and both stay. PyMC's gradient of a GP's marginal likelihood kept four
-    Choleskys of one matrix (two where the log-density and its gradient build the matrix
-    alike, as PyTensor's own modes run it)."""
+    with it, and both stay. A PyMC GP's marginal likelihood and gradient kept four Choleskys
+    of one matrix, where PyTensor's own modes run two."""
 
     def apply(self, fgraph):
         feature = getattr(fgraph, "merge_feature", None)

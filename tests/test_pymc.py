@@ -285,6 +285,13 @@ def test_failed_parameter_checks_give_minus_inf_like_pymc(check_bounds):
         assert_same(got[1], expected[1], rtol=1e-11, atol=1e-11, what="dlogp")
 
 
+def test_export_of_a_model_without_free_variables_says_so():
+    with pm.Model() as model:
+        pm.Normal("y", 0, 1, observed=[0.5])
+    with pytest.raises(ValueError, match="no free random variables"):
+        export_logp(model)
+
+
 def test_export_says_nothing_about_the_infinities_it_folds():
     # Constant folding evaluates IEEE arithmetic (1 / 0 = inf in the Student-t's special
     # functions) with NumPy, which warns: the user has nothing to act on.
