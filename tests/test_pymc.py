@@ -199,9 +199,11 @@ def test_exported_logp_runs_without_pymc(built, tmp_path):
 
 
 def test_the_exported_graph_computes_nothing_twice(built):
-    """No two nodes of the graph export_logp translates apply one Op to the same inputs.
-    PyTensor's merge compares a new node only with nodes it has found distinct, so a copy
-    made while a merge waits was never merged: the GP's gradient kept a third Cholesky."""
+    """No two nodes of a PyMC log-density and gradient built apart (model.logp() and
+    model.dlogp(), as export_logp built them before) and rewritten for export apply one Op
+    to the same inputs. PyTensor's merge compares a new node only with nodes it has found
+    distinct, so a copy made while a merge waits was never merged: the GP kept a third
+    Cholesky."""
     import collections
 
     from pymc.pytensorf import join_nonshared_inputs
