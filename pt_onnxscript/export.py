@@ -39,13 +39,14 @@ class TensorSpec(NamedTuple):
     shape: tuple[Dim, ...]
 
 
-def compile_for_export(inputs, outputs, updates=None) -> Function:
-    """Rewrite the graph of `inputs` -> `outputs` as mode "ONNX" does, without running it."""
+def compile_for_export(inputs, outputs, updates=None, including=()) -> Function:
+    """Rewrite the graph of `inputs` -> `outputs` as mode "ONNX" does (and by the rewrites
+    `including` names too), without running it."""
     return pytensor.function(
         list(inputs),
         outputs,
         updates=updates,
-        mode=Mode(linker="py", optimizer=onnx_rewrites()),
+        mode=Mode(linker="py", optimizer=onnx_rewrites().including(*including)),
         on_unused_input="ignore",
     )
 

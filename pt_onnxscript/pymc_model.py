@@ -60,10 +60,8 @@ def export_logp(model, path=None, *, jacobian: bool = True, opset: int | None = 
     import pytensor
     import pytensor.tensor as pt
     from pymc.pytensorf import join_nonshared_inputs, rewrite_pregrad
-    from pytensor.compile.mode import Mode
 
-    from pt_onnxscript.export import export_onnx
-    from pt_onnxscript.linker import onnx_rewrites
+    from pt_onnxscript.export import compile_for_export, export_onnx
     from pt_onnxscript.translate import DEFAULT_OPSET
 
     if not model.value_vars:
@@ -90,14 +88,8 @@ def export_logp(model, path=None, *, jacobian: bool = True, opset: int | None = 
         if model.check_bounds
         else "local_remove_check_parameter"
     )
-    function = pytensor.function(
-        [point],
-        [logp, dlogp],
-        mode=Mode(linker="py", optimizer=onnx_rewrites().including(checks)),
-        on_unused_input="ignore",
-    )
     proto = export_onnx(
-        function,
+        compile_for_export([point], [logp, dlogp], including=[checks]),
         opset=DEFAULT_OPSET if opset is None else opset,
         output_names=["logp", "dlogp"],
     )
