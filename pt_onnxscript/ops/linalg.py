@@ -303,7 +303,7 @@ def lower_factor(g, a, dtype: str, lower: bool, rank: int, size: int | None = No
             return [_block_factor(g, t, rank, block)]
         if size is not None and size <= block * PANEL_BLOCKS:  # one panel, no Loop
             batch = g.Shape(a, start=0, end=-2)
-            return [_panel_factor(g, a, dtype, rank, block, size, batch)]
+            return [_panel_factor(g, a, dtype, rank, block, size, batch, whole=True)]
         return [_cholesky_panels(g, a, n, dtype, rank, block, block * PANEL_BLOCKS)]
 
     (padded,) = by_block_size(g, a, size, by_blocks, [onnx_dtype(dtype)], "cholesky")
@@ -380,14 +380,13 @@ def stacked_rows(g, x, count, batch, height: int, columns, rank: int):
     return g.Reshape(x, g.Concat(batch, rows, *tail, axis=0), allowzero=1)
 
 
-def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
+def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch, whole=False):
     """The columns L[s:, s:s+width] of a Cholesky factor from the updated panel T = A[s:,
     s:s+width] - L[s:, :s] L[s:s+width, :s]^T (at least `width` rows), left-looking by blocks of
     `block` columns, unrolled: each block's columns updated by those before it (a MatMul), its
     top `block` rows factored (_block_factor), the rows below multiplied by the inverse of that
-    factor (triangular_inverse), transposed. A `width` that is not a multiple of `block` is
-    that of a whole matrix (T of `width` rows): its last block, the columns left, has no rows
-    below."""
+    factor (triangular_inverse), transposed. With `whole`, T is a whole matrix (`width` rows):
+    its last block, the columns left (any number), has no rows below to solve for."""
     done = None
     for s in range(0, width, block):
         size = min(block, width - s)
@@ -399,7 +398,7 @@ def _panel_factor(g, t, dtype: str, rank: int, block: int, width: int, batch):
         top = _block_factor(
             g, g.Slice(part, ints(g, [0]), ints(g, [size]), ints(g, [-2])), rank, size
         )
-        if size < block:  # the last block of a whole matrix
+        if whole and s + size == width:
             columns = top
         else:
             inverse = triangular_inverse(g, top, block)
