@@ -13,7 +13,11 @@
   depend on each other become one call on their arguments flattened and joined
   (StackScalarCalls);
 - after specialize, identical nodes are merged by a merge that looks at every node again
-  (MergeAfresh): PyTensor's own merge misses copies made while its scheduled merges wait.
+  (MergeAfresh): PyTensor's own merge misses copies made while its scheduled merges wait;
+  before it, a DimShuffle dropping a length-1 slice's axis reads an index instead
+  (dropped_slices_indexed), and after it, a DimShuffle of an Elemwise's result becomes the
+  same Elemwise of DimShuffled inputs where the graph computes that already
+  (dimshuffle_of_elemwise_computed), and a second merge follows.
 
 All are exact replacements; graphs that do not match are translated op by op.
 """
@@ -29,6 +33,7 @@ from pytensor.graph.rewriting.basic import (
     GraphRewriter,
     MergeOptimizer,
     copy_stack_trace,
+    dfs_rewriter,
     node_rewriter,
 )
 from pytensor.graph.traversal import ancestors
@@ -39,8 +44,11 @@ from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.extra_ops import broadcast_to
 from pytensor.tensor.math import Max, Sum
+from pytensor.tensor.rewriting.elemwise import is_dimshuffle_useless
+from pytensor.tensor.rewriting.uncanonicalize import local_dimshuffle_subtensor
 from pytensor.tensor.shape import Reshape, Shape_i
 from pytensor.tensor.signal.conv import Convolve2d
+from pytensor.tensor.subtensor import Subtensor
 from pytensor.tensor.type import TensorType
 
 
@@ -345,13 +353,102 @@ def _independent(nodes):
     return chosen
 
 
+LOOKUP_DEPTH = 8  # Elemwise levels existing_dimshuffled looks through
+
+
+def existing_dimshuffled(fgraph, x, order, depth=LOOKUP_DEPTH):
+    """A variable of `fgraph` (or a constant) equal to ``x.dimshuffle(order)``, or None: the
+    DimShuffle itself, or an Elemwise already applied to DimShuffles of the inputs of the
+    Elemwise that computes `x` (looked for through up to `depth` Elemwise levels)."""
+    while x.owner is not None and isinstance(x.owner.op, DimShuffle):
+        inner = x.owner.op.new_order
+        order = tuple(i if i == "x" else inner[i] for i in order)
+        x = x.owner.inputs[0]
+    if is_dimshuffle_useless(order, x):
+        return x
+    if isinstance(x, Constant):
+        return _dimshuffled_constant(x, order)
+    for client, _ in fgraph.clients[x]:
+        if isinstance(client.op, DimShuffle) and tuple(client.op.new_order) == order:
+            return client.outputs[0]
+    return _existing_elemwise_of_dimshuffled(fgraph, x, order, depth)
+
+
+def _existing_elemwise_of_dimshuffled(fgraph, x, order, depth):
+    """The variable of `fgraph` that applies the Elemwise computing `x` to its inputs
+    DimShuffled by `order`, or None."""
+    owner = x.owner
+    if depth == 0 or owner is None or not isinstance(owner.op, Elemwise):
+        return None
+    inputs = [existing_dimshuffled(fgraph, i, order, depth - 1) for i in owner.inputs]
+    if any(i is None for i in inputs):
+        return None
+    readers = [fgraph.clients[i] for i in inputs if not isinstance(i, Constant)]
+    for client, _ in readers[0] if readers else ():
+        if client.op == owner.op and all(
+            _same(a, b) for a, b in zip(client.inputs, inputs, strict=True)
+        ):
+            return client.outputs[x.index]
+    return None
+
+
+def _dimshuffled_constant(x, order):
+    """The constant ``x.dimshuffle(order)``."""
+    kept = [i for i in order if i != "x"]
+    dropped = tuple(i for i in range(x.type.ndim) if i not in kept)
+    value = np.squeeze(x.data, axis=dropped).transpose(np.argsort(np.argsort(kept)))
+    return as_tensor_variable(value.reshape([1 if i == "x" else x.data.shape[i] for i in order]))
+
+
+def _same(a, b):
+    """Whether `a` and `b` are one variable, or constants of one type and value."""
+    if isinstance(a, Constant) and isinstance(b, Constant):
+        return a.type == b.type and a.signature() == b.signature()
+    return a is b
+
+
+@node_rewriter([DimShuffle])
+def dropped_slices_indexed(fgraph, node):
+    """DimShuffle(x[i:i+1]) dropping that axis (and maybe adding others) -> DimShuffle(x[i]).
+    PyTensor's local_dimshuffle_subtensor, which this calls, does it (late) for DimShuffles
+    that only drop axes; a scalar parameter of a PyMC model is read both ways."""
+    x = node.inputs[0]
+    if x.owner is None or not isinstance(x.owner.op, Subtensor):
+        return False
+    kept = [i for i in node.op.new_order if i != "x"]
+    if kept != sorted(kept) or len(kept) == x.type.ndim:
+        return False
+    indexed = local_dimshuffle_subtensor.transform(fgraph, x.dimshuffle(kept).owner)
+    if not indexed:
+        return False
+    order = [i if i == "x" else kept.index(i) for i in node.op.new_order]
+    result = indexed[0].dimshuffle(order) if "x" in order else indexed[0]
+    copy_stack_trace(node.outputs, result)
+    return [result]
+
+
+@node_rewriter([DimShuffle])
+def dimshuffle_of_elemwise_computed(fgraph, node):
+    """DimShuffle(Elemwise(x, ...)) -> the Elemwise(DimShuffle(x), ...) the graph already
+    computes. PyTensor's local_dimshuffle_lift moves a DimShuffle below an Elemwise only if
+    nothing else reads the Elemwise, so a log-density and its gradient can compute one value
+    in both orders (``exp(eta)[None, None]`` and ``exp(eta[None, None])``), and every node
+    downstream, a GP's Cholesky included, twice. Nothing is computed anew."""
+    order = tuple(node.op.new_order)
+    found = _existing_elemwise_of_dimshuffled(fgraph, node.inputs[0], order, LOOKUP_DEPTH)
+    if found is None or found.type != node.outputs[0].type:
+        return False
+    return [found]
+
+
 class MergeAfresh(GraphRewriter):
     """PyTensor's MergeOptimizer with a new MergeFeature, which looks at every node again.
     The feature attached at the start only compares a new node with nodes it has seen and
     found distinct: while merges it scheduled wait (specialize has no merge of its own; the
     next is at position 49) a copy made of a node waiting to be merged is never compared
     with it, and both stay. A PyMC GP's marginal likelihood and gradient kept four Choleskys
-    of one matrix, where PyTensor's own modes run two."""
+    of one matrix, where PyTensor's own modes run two (dimshuffle_of_elemwise_computed and
+    the merge after it made it one)."""
 
     def apply(self, fgraph):
         feature = getattr(fgraph, "merge_feature", None)
@@ -361,7 +458,17 @@ class MergeAfresh(GraphRewriter):
         MergeOptimizer().rewrite(fgraph)
 
 
+optdb.register(
+    "onnx_dropped_slices_indexed", dfs_rewriter(dropped_slices_indexed), "onnx", position=2.38
+)
 optdb.register("onnx_merge_afresh", MergeAfresh(), "onnx", position=2.4)
+optdb.register(
+    "onnx_dimshuffle_of_elemwise_computed",
+    dfs_rewriter(dimshuffle_of_elemwise_computed),
+    "onnx",
+    position=2.42,
+)
+optdb.register("onnx_merge_computed", MergeAfresh(), "onnx", position=2.44)
 optdb.register("onnx_stack_scalar_calls", StackScalarCalls(), "onnx", position=2.5)
 optdb["canonicalize"].register("onnx_reduce_before_check", reduce_before_check, "onnx")
 optdb["specialize"].register("onnx_channel_convolution", channel_convolution, "onnx")

@@ -4,6 +4,7 @@ import numpy as np
 import pytensor.scalar as ps
 import pytensor.tensor as pt
 import pytest
+from pytensor.graph.op import Op
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
 
 from pt_onnxscript.testing import compare_onnx_and_py
@@ -213,3 +214,34 @@ def test_a_dim_name_given_to_several_inputs_keeps_the_check():
     with pytest.raises(Exception, match="Runtime broadcasting not allowed"):
         session.run(None, {"a": np.ones(1), "b": np.ones(5)})
     np.testing.assert_array_equal(session.run(None, {"a": np.ones(5), "b": np.ones(5)})[0], 2.0)
+
+
+@pytest.mark.parametrize("read", ["squeezed slice", "index"])
+def test_one_value_dimshuffled_before_and_after_an_elemwise_is_computed_once(read, rng, opset):
+    """exp(eta)[None, None] and exp(eta[None, None]), with eta read from a vector as v[1] or
+    v[1:2] squeezed (as a PyMC log-density and its gradient read a scale): one value, so
+    what reads them, a Cholesky each here, is computed once."""
+    v = pt.vector("v", shape=(3,))
+    eta = v[1] if read == "index" else v[1:2].squeeze(0)
+    k = np.eye(4) + 0.5
+    outputs = [
+        pt.exp(eta),
+        pt.linalg.cholesky(k * pt.exp(eta)[None, None]),
+        pt.linalg.cholesky(k * pt.exp(v[1:2].dimshuffle("x", "x"))),
+    ]
+    fn, _ = compare_onnx_and_py([v], outputs, [rng.normal(size=3)], opset=opset)
+    factored = [op for op in ops_of(fn, Op) if "Cholesky" in str(op)]
+    assert len(factored) == 1
+
+
+def test_a_transposed_elemwise_with_a_constant_is_found_computed(rng):
+    """(c * exp(m)).T, its Elemwise also read untransposed, is the c.T * exp(m.T) the graph
+    computes (constant folded): one product, one Dot."""
+    m = pt.matrix("m", shape=(3, 4))
+    w = pt.vector("w", shape=(3,))
+    c = rng.normal(size=(3, 4))
+    product = c * pt.exp(m)
+    outputs = [product, pt.dot(product.T, w), pt.dot(pt.constant(c.T) * pt.exp(m.T), w)]
+    fn, _ = compare_onnx_and_py([m, w], outputs, [rng.normal(size=(3, 4)), rng.normal(size=3)])
+    dots = [node for node in fn.maker.fgraph.apply_nodes if "Dot" in type(node.op).__name__]
+    assert len(dots) == 1
