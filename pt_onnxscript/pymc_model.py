@@ -51,18 +51,21 @@ def ravel_point(point: dict, slots: list[Slot]) -> np.ndarray:
     return np.concatenate([np.ravel(point[s.name]) for s in slots]) if slots else np.zeros(0)
 
 
-def export_logp(model, path=None, *, jacobian: bool = True, opset: int | None = None):
-    """Export `model`'s log-density and its gradient, point vector in, ("logp", "dlogp") out.
+def logp_and_gradient(model, *, jacobian: bool = True):
+    """`model`'s log-density and its gradient as one compiled function, rewritten for export:
+    the Function export_logp writes (point vector in, logp and dlogp out).
 
-    `jacobian` includes the log-Jacobian of the transforms, as PyMC's samplers do. Returns
-    the onnx.ModelProto (also written to `path` if given).
+    As PyMC's samplers compile them (ValueGradFunction): the log-density as rewritten before
+    differentiation and its gradient with respect to all value variables in one pass (as
+    model.logp() and model.dlogp(), one pass per variable, a GP's two ran 1,417 nodes,
+    PyMC's function 1,095); and, as pymc.compile does, a parameter check that fails makes
+    the log-density -inf (nothing checked if the model's check_bounds is off), not an error.
     """
     import pytensor
     import pytensor.tensor as pt
     from pymc.pytensorf import join_nonshared_inputs, rewrite_pregrad
 
-    from pt_onnxscript.export import compile_for_export, export_onnx
-    from pt_onnxscript.translate import DEFAULT_OPSET
+    from pt_onnxscript.export import compile_for_export
 
     if not model.value_vars:
         raise ValueError(
@@ -70,12 +73,6 @@ def export_logp(model, path=None, *, jacobian: bool = True, opset: int | None = 
             "constant and there is no point to take; add a free variable, or evaluate "
             "model.compile_logp()({}) once"
         )
-    slots = layout(model)
-    # As PyMC's samplers compile them (ValueGradFunction): the log-density as rewritten before
-    # differentiation and its gradient with respect to all value variables in one pass (as
-    # model.logp() and model.dlogp(), one pass per variable, a GP's two ran 1,417 nodes,
-    # PyMC's function 1,095); and, as pymc.compile does, a parameter check that fails makes
-    # the log-density -inf (nothing checked if the model's check_bounds is off), not an error.
     logp = rewrite_pregrad(model.logp(jacobian=jacobian))
     grads = pytensor.grad(logp, model.value_vars, disconnected_inputs="ignore")
     dlogp = pt.join(0, *[pt.as_tensor(g).ravel() for g in grads])
@@ -88,11 +85,25 @@ def export_logp(model, path=None, *, jacobian: bool = True, opset: int | None = 
         if model.check_bounds
         else "local_remove_check_parameter"
     )
+    return compile_for_export([point], [logp, dlogp], including=[checks])
+
+
+def export_logp(model, path=None, *, jacobian: bool = True, opset: int | None = None):
+    """Export `model`'s log-density and its gradient, point vector in, ("logp", "dlogp") out.
+
+    `jacobian` includes the log-Jacobian of the transforms, as PyMC's samplers do. Returns
+    the onnx.ModelProto (also written to `path` if given).
+    """
+    from pt_onnxscript.export import export_onnx
+    from pt_onnxscript.translate import DEFAULT_OPSET
+
+    function = logp_and_gradient(model, jacobian=jacobian)
     proto = export_onnx(
-        compile_for_export([point], [logp, dlogp], including=[checks]),
+        function,
         opset=DEFAULT_OPSET if opset is None else opset,
         output_names=["logp", "dlogp"],
     )
+    slots = layout(model)
     entry = proto.metadata_props.add()
     entry.key = "pt_onnxscript.layout"
     entry.value = json.dumps([s.__dict__ | {"shape": list(s.shape)} for s in slots])

@@ -219,6 +219,20 @@ def test_the_exported_graph_computes_nothing_twice(built):
     assert [key for key, count in computed.items() if count > 1] == []
 
 
+def test_a_gp_factors_its_covariance_once():
+    """The GP's log-density reads its scale as exp(eta)[None, None], its gradient as
+    exp(eta[None, None]): the covariance and its Cholesky were built and factored twice
+    (as in PyTensor's own modes) until the rewrites saw one value in both orders."""
+    from pt_onnxscript.pymc_model import logp_and_gradient
+
+    choleskys = [
+        node
+        for node in logp_and_gradient(gaussian_process()).maker.fgraph.apply_nodes
+        if type(getattr(node.op, "core_op", node.op)).__name__ == "Cholesky"
+    ]
+    assert len(choleskys) == 1
+
+
 def test_against_the_default_mode_and_compile_fn():
     model = hierarchical()
     point = model.initial_point()
