@@ -380,9 +380,11 @@ def _existing_elemwise_of_dimshuffled(fgraph, x, order, depth):
     owner = x.owner
     if depth == 0 or owner is None or not isinstance(owner.op, Elemwise):
         return None
-    inputs = [existing_dimshuffled(fgraph, i, order, depth - 1) for i in owner.inputs]
-    if any(i is None for i in inputs):
-        return None
+    inputs = []
+    for i in owner.inputs:
+        inputs.append(existing_dimshuffled(fgraph, i, order, depth - 1))
+        if inputs[-1] is None:
+            return None
     readers = [fgraph.clients[i] for i in inputs if not isinstance(i, Constant)]
     for client, _ in readers[0] if readers else ():
         if client.op == owner.op and all(
