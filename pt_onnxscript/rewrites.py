@@ -353,10 +353,10 @@ def _independent(nodes):
     return chosen
 
 
-LOOKUP_DEPTH = 8  # Elemwise levels existing_dimshuffled looks through
+LOOKUP_DEPTH = 8  # Elemwise levels _existing_dimshuffled looks through
 
 
-def existing_dimshuffled(fgraph, x, order, depth=LOOKUP_DEPTH):
+def _existing_dimshuffled(fgraph, x, order, depth=LOOKUP_DEPTH):
     """A variable of `fgraph` (or a constant) equal to ``x.dimshuffle(order)``, or None: the
     DimShuffle itself, or an Elemwise already applied to DimShuffles of the inputs of the
     Elemwise that computes `x` (looked for through up to `depth` Elemwise levels)."""
@@ -382,7 +382,7 @@ def _existing_elemwise_of_dimshuffled(fgraph, x, order, depth):
         return None
     inputs = []
     for i in owner.inputs:
-        inputs.append(existing_dimshuffled(fgraph, i, order, depth - 1))
+        inputs.append(_existing_dimshuffled(fgraph, i, order, depth - 1))
         if inputs[-1] is None:
             return None
     readers = [fgraph.clients[i] for i in inputs if not isinstance(i, Constant)]
