@@ -425,6 +425,8 @@ def dropped_slices_indexed(fgraph, node):
         return False
     order = [i if i == "x" else kept.index(i) for i in node.op.new_order]
     result = indexed[0].dimshuffle(order) if "x" in order else indexed[0]
+    if not node.outputs[0].type.is_super(result.type):
+        return False
     copy_stack_trace(node.outputs, result)
     return [result]
 
