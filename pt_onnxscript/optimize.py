@@ -485,6 +485,13 @@ def _what_it_reads(node: ir.Node) -> tuple:
     )
 
 
+# Initializers of at most this many elements with equal values become one before the
+# common-subexpression pass, which tells values apart by identity: onnx-ir's default (1,024)
+# left a static solve's (50, 32) gather indices apart, and with them three computations of
+# one matrix's diagonal-block inverses.
+DEDUPLICATED_ELEMENTS = 65536
+
+
 def optimize(model: ir.Model) -> None:
     """Optimise `model` in place, keeping every value exactly."""
     inferred, visited = InferenceCache(), {}
@@ -526,7 +533,7 @@ def optimize(model: ir.Model) -> None:
                 if has_subgraphs(model.graph)
                 else []
             ),
-            common_passes.DeduplicateInitializersPass(),
+            common_passes.DeduplicateInitializersPass(size_limit=DEDUPLICATED_ELEMENTS),
             common_passes.CommonSubexpressionEliminationPass(),
         )(model)
     remove_unread(model)  # what the merged copies read

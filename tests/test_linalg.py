@@ -440,6 +440,22 @@ def test_static_cholesky_one_panel_holds_is_not_padded(n, rng):
     compare_onnx_and_py([batch], pt.linalg.cholesky(batch), [np.stack([spd(rng, n)] * 2)])
 
 
+def test_solves_with_one_static_matrix_invert_its_diagonal_blocks_once(rng):
+    """Two triangular solves with one static 50 x 50 matrix, the second's right-hand side
+    read from the first's result (so PyTensor cannot join them): the inverses of the
+    matrix's diagonal blocks are computed once. Each solve's gather indices, (50, 32), are a
+    constant of their own; equal constants up to DEDUPLICATED_ELEMENTS are made one before
+    the common-subexpression pass (onnx-ir's default of 1,024 elements kept them apart)."""
+    n = 50
+    a, b = pt.tensor("a", shape=(n, n)), pt.tensor("b", shape=(n, n))
+    first = solve_triangular(a, b, lower=True)
+    outputs = [first, solve_triangular(a, 2 * first + b, lower=True)]
+    model = export_onnx(([a, b], outputs))
+    assert [node.op_type for node in model.graph.node].count("Trilu") == 1
+    lower = np.tril(rng.normal(size=(n, n))) + 10 * np.eye(n)
+    compare_onnx_and_py([a, b], outputs, [lower, rng.normal(size=(n, n))])
+
+
 @pytest.mark.parametrize("n", [70, 130])
 def test_cholesky_and_solves_of_several_default_blocks(n, rng):
     """Sizes past the default block size, with a badly conditioned matrix (condition number
