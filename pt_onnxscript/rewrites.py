@@ -388,7 +388,8 @@ def _existing_elemwise_of_dimshuffled(fgraph, x, order, depth):
     readers = [fgraph.clients[i] for i in inputs if not isinstance(i, Constant)]
     for client, _ in readers[0] if readers else ():
         if client.op == owner.op and all(
-            _same(a, b) for a, b in zip(client.inputs, inputs, strict=True)
+            a is b or (isinstance(a, Constant) and a.equals(b))
+            for a, b in zip(client.inputs, inputs, strict=True)
         ):
             return client.outputs[x.index]
     return None
@@ -402,13 +403,6 @@ def _dimshuffled_constant(x, order):
     return as_tensor_variable(value.reshape([1 if i == "x" else x.data.shape[i] for i in order]))
 
 
-def _same(a, b):
-    """Whether `a` and `b` are one variable, or constants of one type and value."""
-    if isinstance(a, Constant) and isinstance(b, Constant):
-        return a.type == b.type and a.signature() == b.signature()
-    return a is b
-
-
 @node_rewriter([DimShuffle])
 def dropped_slices_indexed(fgraph, node):
     """DimShuffle(x[i:i+1]) dropping that axis (and maybe adding others) -> DimShuffle(x[i]).
@@ -418,7 +412,7 @@ def dropped_slices_indexed(fgraph, node):
     if x.owner is None or not isinstance(x.owner.op, Subtensor):
         return False
     kept = [i for i in node.op.new_order if i != "x"]
-    if kept != sorted(kept) or len(kept) == x.type.ndim:
+    if len(kept) == x.type.ndim:  # nothing dropped
         return False
     indexed = local_dimshuffle_subtensor.transform(fgraph, x.dimshuffle(kept).owner)
     if not indexed:
