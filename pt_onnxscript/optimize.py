@@ -23,6 +23,10 @@ one per node, and the copies compute the same operations on the same values.
 Shape arithmetic in a Loop body that reads only values from outside the loop (the checks of
 broadcasting on rows of a Scan's sequences) is moved out of it (`hoist_loop_invariants`).
 
+A Slice that keeps one index of an axis of static size becomes a Gather of that index
+(`SliceOfOneIndex`): the same elements, and ONNX Runtime's Gather kernel takes less time
+than its Slice kernel, which reads four index tensors first.
+
 A constant of one element read by an elementwise node whose output's last dim is 1 gets that
 output's rank (`match_scalar_ranks`): ONNX Runtime broadcasts a lower-rank scalar against an
 (..., n, 1) tensor one element per call, ~10x the time of the same operation on (1, 1).
@@ -190,6 +194,66 @@ class LeadingUnsqueezeBroadcast(RewriteRuleClassBase):
 _BROADCASTING = ("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater")
 
 
+class SliceOfOneIndex(RewriteRuleClassBase):
+    """``Slice(x, [s], [e], [axis])`` that keeps one index i along an axis of static size
+    (step 1) -> ``Gather(x, [i], axis)``: the same elements in the same shape. ONNX Runtime
+    runs the Gather in less time than the Slice, whose kernel first reads its starts, ends,
+    axes and steps (one thread, 50 such nodes in a row: the same time on a 32 x 32 matrix, 0.76x
+    on a 100 x 100 one, 0.80x on a 1,000-vector, 0.95-0.99x for rows and columns of
+    1,000 x 32 and of batched matrices; never more); the unrolled columns of a Cholesky read
+    their rows and pivots so (50 x 50: 0.89x the time)."""
+
+    def __init__(self):
+        super().__init__("SliceOfOneIndex")
+        self._index = self._axis = None
+
+    def pattern(self, op, x, starts, ends):
+        return op.Slice(x, starts, ends, _allow_other_inputs=True, _outputs=["sliced"])
+
+    def check(self, context, x, starts, ends, sliced):
+        check = MatchResult()
+        node = sliced.producer()
+        axes, steps = (list(node.inputs[3:]) + [None, None])[:2]
+        values = [_small_ints(v) for v in (starts, ends, axes, steps)]
+        if any(v is None for v in values[:2]) or len(values[0]) != 1 or len(values[1]) != 1:
+            return check.fail("not one constant start and end")
+        if (axes is not None and values[2] is None) or (steps is not None and values[3] is None):
+            return check.fail("axes or steps are not constants")
+        if values[3] not in (None, [1]) or x.shape is None:
+            return check.fail("a step other than 1, or x's rank is not known")
+        axis = 0 if axes is None else values[2][0]
+        if not -x.shape.rank() <= axis < x.shape.rank():
+            return check.fail("the axis is out of range")
+        axis %= x.shape.rank()
+        size = x.shape[axis]
+        if not isinstance(size, int):
+            return check.fail("the sliced axis is of symbolic size")
+        start, end = (
+            min(max(v + size if v < 0 else v, 0), size) for v in (values[0][0], values[1][0])
+        )
+        if end - start != 1:
+            return check.fail("the Slice keeps other than one index")
+        self._index, self._axis = start, axis
+        return check
+
+    def rewrite(self, op, x, **_):
+        index = op.Constant(value=ir.tensor(np.array([self._index], np.int64)))
+        return op.Gather(x, index, axis=self._axis)
+
+
+def _small_ints(value: ir.Value | None) -> list[int] | None:
+    """The entries of `value`, a constant integer tensor of at most one element, as ints
+    (None if it is not one)."""
+    tensor = None if value is None else ir.convenience.get_const_tensor(value)
+    if (
+        tensor is None
+        or tensor.size > 1
+        or tensor.dtype not in (ir.DataType.INT64, ir.DataType.INT32)
+    ):
+        return None
+    return [int(v) for v in tensor.numpy().reshape(-1)]
+
+
 def _constant_equal(value: ir.Value, expected: float) -> bool:
     tensor = ir.convenience.get_const_tensor(value)
     return tensor is not None and tensor.size == 1 and float(tensor.numpy().item()) == expected
@@ -235,6 +299,7 @@ EXACT_RULES = RewriteRuleSet(
         rules.fuse_pad_into_conv_rule,
         rules.remove_optional_bias_from_conv_rule,
         rules.remove_optional_bias_from_gemm_rule,
+        SliceOfOneIndex.rule(),
         *(
             LeadingUnsqueezeBroadcast.rule(op_type, first)
             for op_type in _BROADCASTING

@@ -628,3 +628,40 @@ def test_a_split_of_a_constant_is_folded(sizes, caplog):
     parts = np.split(value, np.cumsum(sizes or [2, 2, 2])[:-1], axis=0)
     for result, part in zip(got, parts, strict=True):
         np.testing.assert_array_equal(result, part + np.array([0.5, -1.0]))
+
+
+def test_a_slice_of_one_index_along_a_static_axis_is_a_gather(rng, opset):
+    """Slices that keep one index of an axis of static size read it by Gather (ONNX
+    Runtime's faster kernel); a Slice that may keep none (an axis of symbolic size, a start
+    past the end), keeps several or steps stays a Slice. The values are the same."""
+    x = pt.tensor("x", shape=(None, 4, 5))
+    outputs = [
+        x[:, 2:3],
+        x[..., -1:],
+        x[:, -9:1],  # clamped to index 0
+        x[1:2],  # symbolic size: maybe empty
+        x[:, 4:],  # empty
+        x[:, 1:3],
+        x[:, ::3],
+        x[:, 1:2, 3:4],  # two axes in one Slice
+    ]
+    model = export_onnx(([x], outputs), opset=opset)
+    producers = {o: node for node in model.graph.node for o in node.output}
+    initializers = {t.name: t for t in model.graph.initializer}
+
+    def gathered(output):
+        node = producers[output.name]
+        if node.op_type != "Gather":
+            return node.op_type
+        (axis,) = (a.i for a in node.attribute if a.name == "axis")
+        index = ir.serde.deserialize_tensor(initializers[node.input[1]]).numpy().tolist()
+        return axis, index
+
+    assert [gathered(o) for o in model.graph.output] == [
+        (1, [2]),
+        (2, [4]),
+        (1, [0]),
+        *["Slice"] * 5,
+    ]
+    compare_onnx_and_py([x], outputs, [rng.normal(size=(3, 4, 5))], opset=opset)
+    compare_onnx_and_py([x], outputs, [np.zeros((0, 4, 5))], opset=opset)
