@@ -218,7 +218,7 @@ class SliceOfOneIndex(RewriteRuleClassBase):
         if any(v is None for v in values[:2]) or len(values[0]) != 1 or len(values[1]) != 1:
             return check.fail("not one constant start and end")
         if (axes is not None and values[2] is None) or (steps is not None and values[3] is None):
-            return check.fail("axes or steps are not constants")
+            return check.fail("axes or steps are not one constant each")
         if values[3] not in (None, [1]) or x.shape is None:
             return check.fail("a step other than 1, or x's rank is not known")
         axis = 0 if axes is None else values[2][0]
