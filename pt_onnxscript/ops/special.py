@@ -27,11 +27,12 @@ def softmax(g, node, x):
 
 @register(pts.LogSoftmax)
 def log_softmax(g, node, x):
-    """LogSoftmax -> LogSoftmax(axis), or x - max - log(sum(exp(x - max))) over several axes."""
-    axes = axes_of(node)
-    if len(axes) == 1:
-        return g.LogSoftmax(x, axis=axes[0])
-    axes_value = g.Constant(value_ints=axes)
+    """LogSoftmax -> x - max - log(sum(exp(x - max))) over its axes, PyTensor's own form: NaN
+    all along a slice that holds a NaN or +inf, as PyTensor's compiled modes give. ONNX's
+    LogSoftmax is not used: ONNX Runtime's returns [45.05, 46.05, NaN] for [1, 2, NaN] and
+    [-inf, -inf, NaN] for [1, 2, inf]. (Its ReduceMax passes over a NaN that is not first,
+    but the NaN reaches every entry through the sum.)"""
+    axes_value = g.Constant(value_ints=axes_of(node))
     shifted = g.Sub(x, g.ReduceMax(x, axes_value, keepdims=1))
     return g.Sub(shifted, g.Log(g.ReduceSum(g.Exp(shifted), axes_value, keepdims=1)))
 
