@@ -3,7 +3,8 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 
-from pt_onnxscript.testing import compare_onnx_and_py
+from pt_onnxscript.linker import onnx_mode
+from pt_onnxscript.testing import assert_same, compare_onnx_and_py
 
 
 # (NumPy's cumsum of small ints gives int64, which PyTensor's Python implementation returns for their
@@ -21,6 +22,24 @@ def test_cumsum_cumprod(dtype, rng, opset):
     value = (rng.normal(size=(2, 3, 4)) * 3).astype(dtype)
     compare_onnx_and_py([x], outs, [value], opset=opset)
     compare_onnx_and_py([x], outs, [np.zeros((2, 0, 4), dtype)], opset=opset)
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_cumsum_cumprod_of_bool_are_running_or_and(axis, rng, opset):
+    """PyTensor types the cumulative sum and product of bools bool: a running OR and a running
+    AND, as its C linker computes them (its Python linker returns NumPy's int64 counts in the
+    bool-typed output). Both raised before (no sum; a product that failed the ONNX check)."""
+    x = pt.matrix("x", dtype="bool")
+    outs = [pt.cumsum(x, axis=axis), pt.cumprod(x, axis=axis)]
+    fn = pytensor.function([x], outs, mode=onnx_mode(opset))
+    for value in (rng.random((4, 5)) > 0.6, np.ones((3, 2), bool), np.zeros((0, 3), bool)):
+        flat = value if axis is not None else value.ravel()
+        along = 0 if axis is None else axis
+        running_or = np.logical_or.accumulate(flat, axis=along)
+        running_and = np.logical_and.accumulate(flat, axis=along)
+        total, product = fn(value)
+        assert_same(total, running_or)
+        assert_same(product, running_and)
 
 
 def test_repeat(rng):

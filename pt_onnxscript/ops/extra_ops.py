@@ -30,24 +30,38 @@ def _flatten(g, x):
 @register_check(CumOp)
 def cumsum_dtype(node):
     dtype = node.outputs[0].type.dtype
-    if node.op.mode == "add" and dtype in ("float16", "bool"):
+    if node.op.mode == "add" and dtype == "float16":
         return f"no exact ONNX cumulative sum of {dtype}"
     return None
 
 
 @register(CumOp)
 def cumop(g, node, x):
-    """CumOp -> CumSum (add); a Loop of running products (mul), as NumPy multiplies in order."""
+    """CumOp -> CumSum (add); a Loop of running products (mul), as NumPy multiplies in order.
+    Of bools (typed bool by PyTensor): a running OR (add) or AND (mul), from a CumSum of
+    counts."""
     axis = node.op.axis
     if axis is None:
         x, axis = _flatten(g, x), 0
     dtype = node.outputs[0].type.dtype
+    if dtype == "bool":
+        return _running_or_and(g, x, axis, node.op.mode)
     if node.op.mode == "add":
         via = kernel_dtype("CumSum", dtype, keep="bits")  # wraps back like NumPy
         x = x if via == dtype else g.Cast(x, to=onnx_dtype(via))
         total = g.CumSum(x, constant(g, axis, "int64"))
         return total if via == dtype else g.Cast(total, to=onnx_dtype(dtype))
     return _cumprod(g, node, x, axis, node.outputs[0].type.ndim if node.op.axis is not None else 1)
+
+
+def _running_or_and(g, x, axis: int, mode: str):
+    """Running OR of `x` along `axis` (some True so far), or running AND (no False so far)."""
+    marks = x if mode == "add" else g.Not(x)
+    seen = g.Cast(
+        g.CumSum(g.Cast(marks, to=ir.DataType.INT64), constant(g, axis, "int64")),
+        to=ir.DataType.BOOL,
+    )
+    return seen if mode == "add" else g.Not(seen)
 
 
 def _cumprod(g, node, x, axis: int, ndim: int):
