@@ -387,9 +387,13 @@ def _existing_elemwise_of_dimshuffled(fgraph, x, order, depth):
             return None
     readers = [fgraph.clients[i] for i in inputs if not isinstance(i, Constant)]
     for client, _ in readers[0] if readers else ():
-        if client.op == owner.op and all(
-            a is b or (isinstance(a, Constant) and a.equals(b))
-            for a, b in zip(client.inputs, inputs, strict=True)
+        if (
+            client.op == owner.op
+            and len(client.inputs) == len(inputs)  # Elemwise(Add) takes any number
+            and all(
+                a is b or (isinstance(a, Constant) and a.equals(b))
+                for a, b in zip(client.inputs, inputs, strict=True)
+            )
         ):
             return client.outputs[x.index]
     return None

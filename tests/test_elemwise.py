@@ -1,12 +1,15 @@
 """Elemwise (broadcasting, fused Composites) and DimShuffle, against PyTensor's Python linker."""
 
 import numpy as np
+import pytensor
 import pytensor.scalar as ps
 import pytensor.tensor as pt
 import pytest
+from pytensor.graph.fg import FunctionGraph
 from pytensor.graph.op import Op
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
 
+from pt_onnxscript.rewrites import dimshuffle_of_elemwise_computed
 from pt_onnxscript.testing import compare_onnx_and_py
 
 
@@ -245,3 +248,19 @@ def test_a_transposed_elemwise_with_a_constant_is_found_computed(rng):
     fn, _ = compare_onnx_and_py([m, w], outputs, [rng.normal(size=(3, 4)), rng.normal(size=3)])
     dots = [node for node in fn.maker.fgraph.apply_nodes if "Dot" in type(node.op).__name__]
     assert len(dots) == 1
+
+
+def test_an_elemwise_of_other_arity_reading_the_dimshuffles_is_not_a_match(rng):
+    """Looking for a computed (a + b)[None], an Add of three inputs that reads a[None] and
+    b[None] is not it (the lookup compared the inputs pairwise and raised inside PyTensor's
+    rewriter: a logged traceback, and with on_opt_error="raise" a failed compilation, as
+    for `pt.pad(x, 1, mode="mean")`, whose inner graph adds shapes both ways)."""
+    a, b, c = pt.dscalar("a"), pt.dscalar("b"), pt.dscalar("c")
+    target = pt.add(a, b)[None]
+    three = pt.add(a[None], b[None], c[None])
+    fgraph = FunctionGraph([a, b, c], [target, three], clone=False)
+    assert dimshuffle_of_elemwise_computed.transform(fgraph, target.owner) is False
+
+    x = pt.matrix("x")
+    with pytensor.config.change_flags(on_opt_error="raise"):
+        compare_onnx_and_py([x], pt.pad(x, 1, mode="mean"), [rng.normal(size=(3, 4))])
