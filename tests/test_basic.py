@@ -67,6 +67,33 @@ def test_join_stack_concatenate(dtype, rng):
     compare_onnx_and_py([x, y], outs[:2], [np.zeros((0, 3), dtype), np.zeros((0, 3), y.dtype)])
 
 
+def test_join_of_arrays_whose_other_dims_differ_raises_even_when_one_is_empty():
+    """PyTensor (NumPy) refuses to join arrays that differ in a dimension other than the
+    axis; ONNX Runtime's Concat raises too, except that it skips an empty input, shapes
+    unchecked: joining a (2, 3) and a (0, 2) matrix returned the (2, 3) one."""
+    x, y = pt.matrix("x"), pt.matrix("y")
+    fn = pytensor.function([x, y], pt.concatenate([x, y], axis=0), mode="ONNX")
+    session = ort.InferenceSession(
+        export_onnx(([x, y], [pt.concatenate([x, y], axis=0)])).SerializeToString()
+    )
+    for a, b in [((2, 3), (0, 2)), ((0, 3), (2, 2)), ((2, 3), (1, 2))]:
+        with pytest.raises(ValueError, match="dimensions other than the join axis 0"):
+            fn(np.ones(a), np.ones(b))
+        with pytest.raises(Exception, match="dimensions other than the join axis 0"):
+            session.run(None, {"x": np.ones(a), "y": np.ones(b)})
+    np.testing.assert_array_equal(fn(np.ones((2, 3)), np.ones((0, 3))), np.ones((2, 3)))
+
+
+def test_join_checks_only_dims_not_known_equal():
+    """No check where the other dims are static, or the same graph input's dim."""
+    x = pt.matrix("x", shape=(None, 3))
+    y = pt.matrix("y", shape=(None, 3))
+    z = pt.matrix("z")
+    for outputs in ([pt.concatenate([x, y], axis=0)], [pt.concatenate([z, z**2], axis=1)]):
+        ops = {node.op_type for node in export_onnx(([x, y, z], outputs)).graph.node}
+        assert ops <= {"Concat", "Mul"}, ops
+
+
 def test_split(rng):
     x = pt.matrix("x")
     sizes = pt.lvector("sizes")

@@ -24,6 +24,8 @@ from pytensor.tensor.type import TensorType
 from pt_onnxscript.ops.common import (
     broadcast_shape,
     constant,
+    input_dim_name,
+    known_size,
     out_dtype,
     pad_zeros,
     raise_if,
@@ -94,7 +96,42 @@ def join(g, node, axis, *tensors):
         x if var.type.dtype == out.dtype else g.Cast(x, to=onnx_dtype(out.dtype))
         for var, x in zip(node.inputs[1:], tensors, strict=True)
     ]
-    return g.Concat(*tensors, axis=at) if len(tensors) > 1 else g.Identity(tensors[0])
+    if len(tensors) == 1:
+        return g.Identity(tensors[0])
+    tensors[0] = _other_dims_checked(g, node, tensors, at)
+    return g.Concat(*tensors, axis=at)
+
+
+def _other_dims_checked(g, node, values, at: int):
+    """The first of the values to join along `at`, made to raise PyTensor's (NumPy's) error
+    where the values differ in another dim: ONNX Runtime's Concat raises there too, but
+    skips an empty input without looking at its shape. Dims known equal (the same static
+    size, or the same graph input's dim) need no check."""
+    variables = node.inputs[1:]
+    checked = []
+    for d in range(node.outputs[0].type.ndim):
+        if d == at:
+            continue
+        sizes = {known_size(var, value, d) for var, value in zip(variables, values, strict=True)}
+        if len(sizes) == 1 and None not in sizes:
+            continue
+        names = {
+            input_dim_name(g, var, value, d) for var, value in zip(variables, values, strict=True)
+        }
+        if len(names) != 1 or None in names:
+            checked.append(d)
+    if not checked:
+        return values[0]
+    positions = constant(g, checked, "int64")
+    first = constant(g, [0], "int64")
+    lengths = g.Concat(
+        *[g.Unsqueeze(g.Gather(g.Shape(v), positions, axis=0), first) for v in values], axis=0
+    )
+    failed = g.Not(
+        g.Equal(g.ReduceMin(lengths, first, keepdims=0), g.ReduceMax(lengths, first, keepdims=0))
+    )
+    message = f"{node.op}: the arrays' dimensions other than the join axis {at} do not match"
+    return raise_if(g, failed, values[0], ValueError, message)
 
 
 @register(Split)
