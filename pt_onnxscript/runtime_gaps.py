@@ -226,6 +226,32 @@ QUIRKS: dict[str, Quirk] = {
         "(log(abs(x) + 1e-300) is -inf at 0, x * (1 + 4e-8) is x)",
         "optimize.shield_unit_like_constants reads such a c through Where(IsNaN(x), c, c)",
     ),
+    "reduce_max_skips_nan": Quirk(
+        "ReduceMax",
+        "ReduceMax and ReduceMin skip a NaN that is not the first element of what they reduce "
+        "([4, nan] -> 4; NumPy's max and min give NaN)",
+        "float max and min put NaN back where the reduced slice holds one (ops/math.py)",
+    ),
+    "max_pool_skips_nan": Quirk(
+        "MaxPool",
+        "MaxPool skips a NaN in a window in most positions (float64: unless it comes "
+        "first), where PyTensor's max over the reshaped windows gives NaN",
+        "none: Pool2d (rewrites.py) keeps MaxPool, as torch.onnx's exports do and as PyTensor "
+        "3.0's Numba mode also skips NaN; putting NaN back (a second pooling that finds "
+        "the NaNs, and a Where) took 1.3-1.4x the digits CNN's time at batch 1, 2x at 64",
+    ),
+    "log_softmax_non_finite": Quirk(
+        "LogSoftmax",
+        "LogSoftmax of a slice holding NaN or +inf is finite in places ([1, 2, nan] -> "
+        "[45.05, 46.05, nan]) where PyTensor's compiled modes give NaN all along it",
+        "LogSoftmax is x - max - log(sum(exp(x - max))), PyTensor's own form (ops/special.py)",
+    ),
+    "concat_skips_empty": Quirk(
+        "Concat",
+        "Concat skips an empty input without checking its other dims ((2, 3) and (0, 2) "
+        "along axis 0 give the (2, 3) one; NumPy raises)",
+        "Join checks the other dims where they are not known equal (ops/basic.py)",
+    ),
     "div_mul_fusion": Quirk(
         "Div",
         "its graph optimizer (DivMulFusion) rewrites Mul(Div(1, x), y) into Div(y, x), one "

@@ -151,7 +151,35 @@ QUIRK_PROBES = {
     "float64_sin_cos": lambda: _relative_error_of_sin_near_zeros() > 1e-6,
     "noop_elimination_float32_unit": lambda: _after_abs("Mul", np.array(1 + 4e-8))[1] == -3.0,
     "div_mul_fusion": lambda: not np.array_equal(*_reciprocal_times()),
+    "reduce_max_skips_nan": lambda: (
+        _run("ReduceMax", {"x": np.array([[4.0, np.nan]])}, _axes(), keepdims=0)[0] == 4.0
+    ),
+    "max_pool_skips_nan": lambda: (
+        not np.isnan(
+            _run("MaxPool", {"x": np.array([[[[4.0, np.nan], [1.0, 2.0]]]])}, kernel_shape=[2, 2])
+        ).any()
+    ),
+    "log_softmax_non_finite": lambda: np.isfinite(
+        _run("LogSoftmax", {"x": np.array([1.0, 2.0, np.nan])})[:2]
+    ).all(),
+    "concat_skips_empty": lambda: _concat_of_empty().shape == (2, 3),
 }
+
+
+def _concat_of_empty():
+    """Concat along axis 0 of a (2, 3) and a (0, 2) matrix, both of symbolic shape."""
+    graph = helper.make_graph(
+        [helper.make_node("Concat", ["x", "y"], ["z"], axis=0)],
+        "probe",
+        [
+            helper.make_tensor_value_info(name, onnx.TensorProto.DOUBLE, [f"{name}0", f"{name}1"])
+            for name in ("x", "y")
+        ],
+        [onnx.ValueInfoProto(name="z")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": np.ones((2, 3)), "y": np.ones((0, 2))})[0]
 
 
 def _after_abs(op_type, constant):
