@@ -1,9 +1,11 @@
 import numpy as np
+import pytensor
 import pytensor.tensor as pt
 import pytest
 from pytensor.tensor.basic import ExtractDiag
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.math import Dot
+from pytensor.tensor.sort import ArgSortOp
 
 from pt_onnxscript.testing import compare_onnx_and_py
 
@@ -31,6 +33,24 @@ def test_batch_aware_translation_needs_no_loop(rng):
         expected_ops=["MatMul"],
         forbidden_ops=["Loop"],
     )
+
+
+def test_a_constant_core_input_reaches_the_core_translation(rng):
+    """A Blockwise input that is a constant the same for every batch element reaches the core
+    op's translation as that constant: a sort's axis is one (the translation raised reading
+    `.data` from a dummy variable)."""
+    x = pt.tensor("x", shape=(None, None, 5))
+    out = Blockwise(ArgSortOp("stable"), signature="(n),()->(n)")(x, pt.constant([[-1]]))
+    compare_onnx_and_py([x], out, [rng.normal(size=(2, 3, 5))])
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 3), (2, 1, 3, 3)])
+def test_gradient_of_a_batched_inverse(shape, rng):
+    """PyTensor 3.0's gradient of inv sorts LU pivots by a Blockwise ArgSort whose axis is a
+    constant with the batch's dims."""
+    a = pt.tensor("a", shape=(None,) * len(shape))
+    grad = pytensor.grad((pt.linalg.inv(a) ** 2).sum(), a)
+    compare_onnx_and_py([a], grad, [rng.normal(size=shape) + 3 * np.eye(3)])
 
 
 @pytest.mark.parametrize("batch", [3, 0])

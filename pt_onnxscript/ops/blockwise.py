@@ -1,6 +1,8 @@
 """Blockwise: a core op over leading batch dims."""
 
 import onnx_ir as ir
+from pytensor.graph.basic import Constant
+from pytensor.tensor.basic import constant as pt_constant
 from pytensor.tensor.blockwise import Blockwise
 
 from pt_onnxscript.ops.common import broadcast_shape, check_runtime_broadcast, constant, loop
@@ -36,11 +38,28 @@ def flatten_batch(g, inputs, batch_ndims, ranks):
     return batch_shape, flat
 
 
+def _core_node(node, batch_ndim: int):
+    """The core op applied to dummy core inputs, except that a constant the same for the
+    whole batch (its batch dims of length 1) stays that constant, which translations read
+    (a sort's axis: the gradient of inv sorts LU pivots by a Blockwise ArgSort whose axis is
+    the constant [[-1]])."""
+    core_node = node.op._create_dummy_core_node(node.inputs)
+    inputs = [
+        pt_constant(var.data.reshape(var.data.shape[batch_ndim:]), dtype=var.type.dtype)
+        if isinstance(var, Constant) and all(var.type.broadcastable[:batch_ndim])
+        else dummy
+        for var, dummy in zip(node.inputs, core_node.inputs, strict=True)
+    ]
+    if all(a is b for a, b in zip(inputs, core_node.inputs, strict=True)):
+        return core_node
+    return node.op.core_op.make_node(*inputs)
+
+
 def loop_over_batch(g, node, inputs, core=None):
     """Run the core op's translation once per batch element, in an ONNX Loop; or, if given,
     ``core(g, *core_inputs)`` (the list of the core outputs) in its place."""
     batch_ndim = node.op.batch_ndim(node)
-    core_node = node.op._create_dummy_core_node(node.inputs)
+    core_node = _core_node(node, batch_ndim)
     ranks = [var.type.ndim for var in node.inputs]
     batch_shape, flat = flatten_batch(g, inputs, [batch_ndim] * len(ranks), ranks)
 
