@@ -370,6 +370,17 @@ class _ByRoot:
         return None
 
 
+def _fails_on_constants(node: ir.Node) -> bool:
+    """Whether `node` is a failure check (ops.common.failure_guard's Gather) whose index is a
+    constant that fails it: folding it fails too (onnxscript logs that evaluation failed)."""
+    from pt_onnxscript.ops.common import CHECK
+
+    if CHECK not in node.meta:
+        return False
+    index = node.inputs[1].const_value if node.inputs[1] is not None else None
+    return index is not None and bool(np.any(index.numpy() != 0))
+
+
 # The operators `_FoldConstants` folds itself: its method for each.
 _FOLDED_HERE = {"GatherElements": "_gather_elements", "Split": "_split"}
 
@@ -421,6 +432,8 @@ class _FoldConstants(_constant_folding.FoldConstantsPass):
         super().replace_node(node, replacement, root)
 
     def process_node(self, node: ir.Node, is_function: bool):
+        if _fails_on_constants(node):
+            return None  # to raise when run, not to log "Evaluation failed" now
         own = _FOLDED_HERE.get(node.op_type)
         if own is not None and node.domain in ("", "ai.onnx") and not is_function:
             folded = getattr(self, own)(node)

@@ -465,6 +465,18 @@ def test_unread_nodes_are_removed_and_the_pass_skipped_when_there_are_none(monke
         assert list(pruned.graph.initializers) == []
 
 
+def test_a_check_that_fails_on_constants_is_left_to_fail_at_run_time(caplog):
+    """A check whose condition is known at export to fail (a normal draw of constant scale
+    -1) is not folded: the folding logged "Evaluation failed: index 1 is out of bounds" at
+    every export and compilation. It raises when run, as PyTensor's Python linker does."""
+    x = pt.random.normal(0.0, -1.0, size=2, rng=pytensor.shared(np.random.default_rng(0)))
+    with caplog.at_level("WARNING"):
+        fn = pytensor.function([], x, mode="ONNX")
+    assert "Evaluation failed" not in caplog.text
+    with pytest.raises(ValueError, match="scale < 0"):
+        fn()
+
+
 def test_a_constant_output_logs_no_warning(caplog):
     """onnx-ir warns that an initializer which is a graph output is not deduplicated: a
     constant output (here a gradient that does not depend on x) is the model's right, and
