@@ -473,6 +473,33 @@ def test_svd_and_pinv_of_rank_deficient_and_ill_conditioned_matrices(dtype, rng)
     compare_onnx_and_py([a], outs[:5], [ill], rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("scale", [1e-300, 1e-160, 1e-100, 1e100, 1e160, 1e300])
+def test_svd_and_pinv_of_matrices_of_extreme_scale(scale, rng):
+    """Jacobi's rotations work on products of squared column norms, which overflow (or
+    underflow) for entries far from 1: the matrices are scaled by a power of two first, each
+    by its own. Singular values came out 29% off at 1e100 and 1e-100, inf past 1e154, 0 at
+    1e-200."""
+    a = pt.matrix("a")  # symbolic: tall or wide at run time
+    u, s, vt = pt.linalg.svd(a, full_matrices=False)
+    fn = pytensor.function(
+        [a], [u, s, vt, pt.linalg.svd(a, compute_uv=False), pt.linalg.pinv(a)], mode="ONNX"
+    )
+    for value in (rng.normal(size=(5, 4)) * scale, rng.normal(size=(3, 6)) * scale):
+        got_u, got_s, got_vt, values, pinv = fn(value)
+        expected = np.linalg.svd(value, compute_uv=False)
+        np.testing.assert_allclose(got_s, expected, rtol=1e-13, atol=0)
+        np.testing.assert_allclose(values, expected, rtol=1e-13, atol=0)
+        np.testing.assert_allclose((got_u * got_s) @ got_vt, value, rtol=0, atol=1e-14 * scale)
+        np.testing.assert_allclose(pinv, np.linalg.pinv(value), rtol=1e-12, atol=0)
+    batch = pt.tensor3("batch")
+    values = pytensor.function([batch], pt.linalg.svd(batch, compute_uv=False), mode="ONNX")
+    both = np.stack([rng.normal(size=(4, 4)) * scale, rng.normal(size=(4, 4))])
+    np.testing.assert_allclose(
+        values(both), np.linalg.svd(both, compute_uv=False), rtol=1e-13, atol=0
+    )
+    assert values(np.zeros((0, 4, 4))).shape == (0, 4)  # a batch of none
+
+
 def test_svd_batched(rng):
     a = pt.tensor3("a")
     value = rng.normal(size=(3, 5, 4))
