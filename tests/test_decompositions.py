@@ -500,6 +500,25 @@ def test_svd_and_pinv_of_matrices_of_extreme_scale(scale, rng):
     assert values(np.zeros((0, 4, 4))).shape == (0, 4)  # a batch of none
 
 
+@pytest.mark.parametrize("scale", [1e-320, 1e-310, 1e-200, 1e160, 1e300])
+@pytest.mark.parametrize("n", [5, 30])  # Jacobi's rotations, inverse iteration
+def test_eigh_of_matrices_of_extreme_scale(n, scale, rng):
+    """Jacobi's rotations square entries too: eigenvalues came out 10-30% off past 1e154 and
+    below 1e-160; a subnormal matrix gave NaN on both paths (its scale overflowed)."""
+    a = pt.matrix("a")
+    w, v = pt.linalg.eigh(a)
+    fn = pytensor.function([a], [w, v, pt.linalg.svd(a, compute_uv=False)], mode="ONNX")
+    m = rng.normal(size=(n, n))
+    value = (m + m.T) * scale
+    values, vectors, singular = fn(value)
+    tolerance = 1e-12 if scale > 1e-300 else 1e-2  # subnormals keep a few digits
+    np.testing.assert_allclose(values, np.linalg.eigvalsh(value), rtol=tolerance, atol=0)
+    np.testing.assert_allclose(
+        singular, np.linalg.svd(value, compute_uv=False), rtol=tolerance, atol=0
+    )
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(n), atol=1e-13)
+
+
 def test_svd_batched(rng):
     a = pt.tensor3("a")
     value = rng.normal(size=(3, 5, 4))

@@ -414,8 +414,11 @@ def symmetric_eigen(g, a, dtype: str, rank: int, size: int | None = None):
     known at export)."""
 
     def by_jacobi(g):
-        values, vectors, failed = jacobi_eigen(g, a, dtype, rank)
-        return [values, vectors, any_of(g, failed)]
+        # Scaled exactly to entries near 1: the rotations square entries (eigenvalues 10-30%
+        # off for entries past 1e154 or below 1e-160).
+        scale = power_of_two_scale(g, a, dtype)
+        values, vectors, failed = jacobi_eigen(g, g.Mul(a, scale), dtype, rank)
+        return [g.Div(values, g.Squeeze(scale, ints(g, [-1]))), vectors, any_of(g, failed)]
 
     def by_inverse_iteration(g):
         never = g.Identity(constant(g, False, "bool"))  # a branch's output is a node's
@@ -603,25 +606,6 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
     return singular, u, swap_last(g, v, rank), failed
 
 
-def _power_of_two_scales(g, a, dtype: str):
-    """2^-e and 2^e (..., 1, 1) for the matrices `a` (..., m, n), e the binary exponent of
-    each matrix's largest magnitude, kept within the dtype's normal range (the lowest for a
-    zero or empty matrix): a times 2^-e has entries below 2 in magnitude, so the products of
-    squared norms in Jacobi's rotations neither overflow nor underflow (singular values 29%
-    off at 1e100 and 1e-100, inf past 1e154, before), and the scaling is exact both ways."""
-    # A zero joined to each row and to each matrix's row maxima: 0 is the largest magnitude
-    # of an empty matrix (a batch of none, too).
-    last = ints(g, [-1])
-    rows = g.ReduceMax(pad_zeros(g, g.Abs(a), -1, after=ints(g, [1])), last, keepdims=0)
-    largest = g.ReduceMax(pad_zeros(g, rows, -1, after=ints(g, [1])), last, keepdims=1)
-    largest = g.Unsqueeze(largest, last)
-    exponent = g.Floor(g.Div(g.Log(largest), constant(g, np.log(2.0), dtype)))
-    bound = np.finfo(dtype).maxexp - 2  # 2^bound and 2^-bound are normal numbers
-    exponent = g.Min(g.Max(exponent, constant(g, -bound, dtype)), constant(g, bound, dtype))
-    two = constant(g, 2, dtype)
-    return g.Pow(two, g.Neg(exponent)), g.Pow(two, exponent)
-
-
 def _non_finite(g, x):
     """Whether any entry of `x` is NaN or infinite."""
     return any_of(g, g.Or(g.IsNaN(x), g.IsInf(x)))
@@ -780,7 +764,9 @@ def svd_any_shape(
     Raises NumPy's LinAlgError for a matrix with NaN or infinite entries, or that does not
     converge."""
     m, n = shape
-    scale, unscale = _power_of_two_scales(g, a, dtype)
+    # Scaled exactly to entries near 1: the rotations' products of squared column norms
+    # overflowed or underflowed (singular values 29% off at entries of 1e100 and 1e-100).
+    scale = power_of_two_scale(g, a, dtype)
     scaled = g.Mul(a, scale)
 
     def factored(g, wide: bool):
@@ -804,7 +790,7 @@ def svd_any_shape(
             _outputs=len(dtypes),
         )
     *results, failed = results
-    results[0] = g.Mul(results[0], g.Squeeze(unscale, ints(g, [-1])))
+    results[0] = g.Div(results[0], g.Squeeze(scale, ints(g, [-1])))
     if not with_vectors:
         results += [None, None]
     failed = g.Or(any_of(g, failed), _non_finite(g, a))

@@ -88,13 +88,16 @@ def tridiagonal_form(g, a, dtype: str, with_q: bool = False):
 
 
 def power_of_two_scale(g, a, dtype: str):
-    """A power of two s (..., 1, 1) with max |s a| near 1 (1 for a zero matrix): the
-    reduction squares entries, which would overflow or underflow far from 1; a power of two
-    scales them exactly."""
+    """A power of two s (..., 1, 1) with max |s a| near 1 (1 for a zero matrix), within the
+    dtype's normal numbers (a subnormal matrix is scaled by the largest: its inverse would be
+    inf): the reductions and rotations square entries, which would overflow or underflow far
+    from 1; a power of two scales them exactly."""
     largest = g.ReduceMax(g.Abs(a), ints(g, [-2, -1]), keepdims=1)
     zero, one = constant(g, 0, dtype), constant(g, 1, dtype)
     largest = g.Where(g.Greater(largest, zero), largest, one)
     exponent = g.Floor(g.Div(g.Log(largest), constant(g, math.log(2), dtype)))
+    bound = np.finfo(dtype).maxexp - 2  # 2^bound and 2^-bound are normal numbers
+    exponent = g.Min(g.Max(exponent, constant(g, -bound, dtype)), constant(g, bound, dtype))
     return g.Pow(constant(g, 2, dtype), g.Neg(exponent))
 
 
