@@ -41,6 +41,12 @@ def ints(g, value):
     return constant(g, value, "int64")
 
 
+def ordered_int64(g, x):
+    """uint64 `x` as the int64 values in the same order (ONNX Runtime has no uint64 ReduceMax,
+    ReduceMin, ArgMax or TopK): its bits, shifted by 2**63 modulo 2**64."""
+    return g.Add(g.Cast(x, to=ir.DataType.INT64), ints(g, np.iinfo(np.int64).min))
+
+
 def broadcast_shape(g, shapes):
     """The broadcast of 1-d shape values, as NumPy computes it (a 0 beats a 1)."""
     zero = constant(g, 0, "int8")

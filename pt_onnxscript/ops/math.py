@@ -6,7 +6,16 @@ import pytensor.scalar.basic as ps
 from pytensor.tensor.elemwise import CAReduce
 from pytensor.tensor.math import Argmax, Dot, MulWithoutZeros, ProdWithoutZeros
 
-from pt_onnxscript.ops.common import any_last, ints, loop, out_dtype, pad_zeros, raise_if, where
+from pt_onnxscript.ops.common import (
+    any_last,
+    ints,
+    loop,
+    ordered_int64,
+    out_dtype,
+    pad_zeros,
+    raise_if,
+    where,
+)
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.runtime_gaps import has_kernel, kernel_dtype
 from pt_onnxscript.types import onnx_dtype
@@ -56,7 +65,7 @@ def careduce(g, node, x):
     if in_dtype != acc:
         x = g.Cast(x, to=onnx_dtype(acc))
     if acc == "uint64" and name in ("ReduceMax", "ReduceMin"):
-        result = _from_ordered(g, getattr(g, name)(_to_ordered(g, x), ints(g, axes), keepdims=0))
+        result = _from_ordered(g, getattr(g, name)(ordered_int64(g, x), ints(g, axes), keepdims=0))
     elif name in ("ReduceSum", "ReduceProd") and np.dtype(acc).kind != "f":
         rows = _reduced_last(g, x, axes, ndim)
         result = (
@@ -102,14 +111,8 @@ def _no_identity(name: str) -> str:
     return f"zero-size array to reduction operation {what} which has no identity"
 
 
-def _to_ordered(g, x):
-    """uint64 `x` as the int64 values in the same order (ONNX Runtime has no uint64 ReduceMax,
-    ReduceMin or ArgMax): its bits, shifted by 2**63 modulo 2**64."""
-    return g.Add(g.Cast(x, to=ir.DataType.INT64), ints(g, np.iinfo(np.int64).min))
-
-
 def _from_ordered(g, x):
-    """The uint64 values of `_to_ordered`'s results."""
+    """The uint64 values of `ordered_int64`'s results."""
     return g.Cast(g.Add(x, ints(g, np.iinfo(np.int64).min)), to=ir.DataType.UINT64)
 
 
@@ -171,7 +174,7 @@ def argmax(g, node, x, *axis_input):
     dtype = node.inputs[0].type.dtype
     original = x
     if dtype == "uint64":
-        x = _to_ordered(g, x)
+        x = ordered_int64(g, x)
     elif (via := kernel_dtype("ArgMax", dtype)) != dtype:
         x = g.Cast(x, to=onnx_dtype(via))
     if len(axes) != 1:

@@ -4,7 +4,7 @@ import onnx_ir as ir
 from pytensor.graph.basic import Constant
 from pytensor.tensor.sort import ArgSortOp, SortOp
 
-from pt_onnxscript.ops.common import constant
+from pt_onnxscript.ops.common import constant, ordered_int64
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.types import onnx_dtype
@@ -39,8 +39,11 @@ def argsort(g, node, x):
     dtype = node.inputs[0].type.dtype
     if node.inputs[1].data is None:
         x = g.Reshape(x, constant(g, [-1], "int64"))
-    via = kernel_dtype("TopK", dtype)
-    key = x if via == dtype else g.Cast(x, to=onnx_dtype(via))
+    if dtype == "uint64":  # no kernel holds its values: int64 keys in the same order
+        key = ordered_int64(g, x)
+    else:
+        via = kernel_dtype("TopK", dtype)
+        key = x if via == dtype else g.Cast(x, to=onnx_dtype(via))
     if not dtype.startswith("float"):
         return _ascending(g, key, axis)
     nan = g.IsNaN(key)
