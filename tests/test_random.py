@@ -491,6 +491,19 @@ def test_multivariate_normal_by_each_factor_method(method):
         assert np.isnan(negative).all()
 
 
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+@pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
+def test_multivariate_normal_of_a_covariance_of_extreme_scale(method, scale):
+    """The factor of a covariance of entries ~1e-200 or ~1e200 (method "svd" drew zeros and
+    NaN: the SVD it calls squared column norms without scaling the matrix first)."""
+    cov = np.array([[2.0, 0.6], [0.6, 1.0]])
+    values = draws(
+        lambda r: R.multivariate_normal(np.zeros(2), cov * scale, size=(N,), method=method, rng=r)
+    )
+    whitened = np.linalg.solve(np.linalg.cholesky(cov), values.T / np.sqrt(scale)).ravel()
+    assert st.kstest(whitened, "norm").pvalue > P_MIN
+
+
 @pytest.mark.parametrize(
     ("mean_shape", "cov_shape"), [((3,), (3, 3)), ((4, 3), (3, 3)), ((3,), (2, 3, 3))]
 )

@@ -364,9 +364,12 @@ def jacobi_eigen(g, a, dtype: str, rank: int):
 
     Every rotation is of rows: J^T A J is J^T (J^T A)^T for a symmetric A, and the
     eigenvectors are kept transposed (V^T becomes J^T V^T), since ONNX Runtime gathers whole
-    rows where it gathers columns element by element."""
+    rows where it gathers columns element by element. The matrices are scaled exactly by
+    powers of two to entries near 1 (power_of_two_scale), and the eigenvalues back: the
+    rotations square entries (eigenvalues 10-30% off past 1e154 or below 1e-160 before)."""
     n = _dim(g, a, -1)
-    a, size = _even(g, a, n, [-2, -1])
+    scale = power_of_two_scale(g, a, dtype)
+    a, size = _even(g, g.Mul(a, scale), n, [-2, -1])
     tolerance = _tolerance(g, n, dtype)
     off = g.Not(_diagonal_mask(g, size))
 
@@ -391,6 +394,7 @@ def jacobi_eigen(g, a, dtype: str, rank: int):
     # Ascending, as LAPACK's, the eigenvectors in the same order.
     values, order = _sorted(g, diagonal(g, a), n, largest=0)
     vectors = swap_last(g, vectors, rank)
+    values = g.Div(values, g.Squeeze(scale, ints(g, [-1])))
     return values, _columns_in_order(g, _leading(g, vectors, n, -2), order), failed
 
 
@@ -414,11 +418,8 @@ def symmetric_eigen(g, a, dtype: str, rank: int, size: int | None = None):
     known at export)."""
 
     def by_jacobi(g):
-        # Scaled exactly to entries near 1: the rotations square entries (eigenvalues 10-30%
-        # off for entries past 1e154 or below 1e-160).
-        scale = power_of_two_scale(g, a, dtype)
-        values, vectors, failed = jacobi_eigen(g, g.Mul(a, scale), dtype, rank)
-        return [g.Div(values, g.Squeeze(scale, ints(g, [-1]))), vectors, any_of(g, failed)]
+        values, vectors, failed = jacobi_eigen(g, a, dtype, rank)
+        return [values, vectors, any_of(g, failed)]
 
     def by_inverse_iteration(g):
         never = g.Identity(constant(g, False, "bool"))  # a branch's output is a node's
@@ -552,10 +553,14 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
     U diag(s) with the singular values to high relative accuracy. U's columns for zero
     singular values (and past k, if `full`) complete an orthonormal basis: the Householder QR
     of U's known columns gives it, with the signs of those columns kept. Last, the flags (..)
-    of the matrices that did not converge in MOST_SWEEPS."""
+    of the matrices that did not converge in MOST_SWEEPS. The matrices are scaled exactly by
+    powers of two to entries near 1 (power_of_two_scale), and the singular values back: the
+    rotations multiply squared column norms (singular values 29% off at entries of 1e100 and
+    1e-100, inf past 1e154, before)."""
     m, n = _dim(g, a, -2), _dim(g, a, -1)
     k = g.Min(m, n)
-    x, size = _even(g, a, n, [-1])
+    scale = power_of_two_scale(g, a, dtype)
+    x, size = _even(g, g.Mul(a, scale), n, [-1])
     tolerance = _tolerance(g, g.Max(m, n), dtype)
     zero = constant(g, 0, dtype)
     off = g.Not(_diagonal_mask(g, size))
@@ -585,14 +590,14 @@ def jacobi_svd(g, a, dtype: str, rank: int, with_vectors: bool = True, full: boo
     x = swap_last(g, xt, rank)
     norms = g.Sqrt(g.ReduceSumSquare(x, ints(g, [-2]), keepdims=0))
     values, order = _sorted(g, norms, n, largest=1)
-    singular = _leading(g, values, k, -1)
+    singular = g.Div(_leading(g, values, k, -1), g.Squeeze(scale, ints(g, [-1])))
     if not with_vectors:
         return singular, None, None, failed
     v = _columns_in_order(g, _leading(g, swap_last(g, vectors[0], rank), n, -2), order)
-    scale = g.Where(g.Equal(values, zero), zero, g.Reciprocal(values))
+    inverse = g.Where(g.Equal(values, zero), zero, g.Reciprocal(values))
     u = g.Mul(
         _leading(g, _columns_in_order(g, x, order), k, -1),
-        g.Unsqueeze(_leading(g, scale, k, -1), ints(g, [-2])),
+        g.Unsqueeze(_leading(g, inverse, k, -1), ints(g, [-2])),
     )
     u, q = _orthonormal(g, u, dtype, rank, k)
     if full:
@@ -764,13 +769,9 @@ def svd_any_shape(
     Raises NumPy's LinAlgError for a matrix with NaN or infinite entries, or that does not
     converge."""
     m, n = shape
-    # Scaled exactly to entries near 1: the rotations' products of squared column norms
-    # overflowed or underflowed (singular values 29% off at entries of 1e100 and 1e-100).
-    scale = power_of_two_scale(g, a, dtype)
-    scaled = g.Mul(a, scale)
 
     def factored(g, wide: bool):
-        x = swap_last(g, scaled, rank) if wide else scaled
+        x = swap_last(g, a, rank) if wide else a
         values, u, vt, failed = jacobi_svd(g, x, dtype, rank, with_vectors, full)
         if not with_vectors:
             return [values, failed]
@@ -790,7 +791,6 @@ def svd_any_shape(
             _outputs=len(dtypes),
         )
     *results, failed = results
-    results[0] = g.Div(results[0], g.Squeeze(scale, ints(g, [-1])))
     if not with_vectors:
         results += [None, None]
     failed = g.Or(any_of(g, failed), _non_finite(g, a))
