@@ -24,11 +24,12 @@ from pytensor.tensor.type import TensorType
 from pt_onnxscript.ops.common import (
     broadcast_shape,
     constant,
-    input_dim_name,
+    dim_lengths,
     known_size,
     out_dtype,
     pad_zeros,
     raise_if,
+    same_input_dim,
     where,
 )
 from pt_onnxscript.registry import register, register_check
@@ -107,26 +108,18 @@ def _other_dims_checked(g, node, values, at: int):
     where the values differ in another dim: ONNX Runtime's Concat raises there too, but
     skips an empty input without looking at its shape. Dims known equal (the same static
     size, or the same graph input's dim) need no check."""
-    variables = node.inputs[1:]
+    pairs = list(zip(node.inputs[1:], values, strict=True))
     checked = []
     for d in range(node.outputs[0].type.ndim):
         if d == at:
             continue
-        sizes = {known_size(var, value, d) for var, value in zip(variables, values, strict=True)}
-        if len(sizes) == 1 and None not in sizes:
-            continue
-        names = {
-            input_dim_name(g, var, value, d) for var, value in zip(variables, values, strict=True)
-        }
-        if len(names) != 1 or None in names:
+        sizes = {known_size(var, value, d) for var, value in pairs}
+        if not (len(sizes) == 1 and None not in sizes) and not same_input_dim(g, pairs, d):
             checked.append(d)
     if not checked:
         return values[0]
-    positions = constant(g, checked, "int64")
+    lengths = dim_lengths(g, values, checked)
     first = constant(g, [0], "int64")
-    lengths = g.Concat(
-        *[g.Unsqueeze(g.Gather(g.Shape(v), positions, axis=0), first) for v in values], axis=0
-    )
     failed = g.Not(
         g.Equal(g.ReduceMin(lengths, first, keepdims=0), g.ReduceMax(lengths, first, keepdims=0))
     )

@@ -185,6 +185,22 @@ def input_dim_name(g, var, value, d: int) -> str | None:
     return name if name in g.builder.root.input_dim_names else None
 
 
+def same_input_dim(g, pairs, d: int) -> bool:
+    """Whether dim `d` of the ONNX values of all (variable, value) `pairs` carries one graph
+    input's symbolic dim (`input_dim_name`), so they have the same size there."""
+    names = {input_dim_name(g, var, value, d) for var, value in pairs}
+    return len(names) == 1 and None not in names
+
+
+def dim_lengths(g, values, dims: list[int]):
+    """The lengths of dims `dims` of each of `values`: an int64 (len(values), len(dims))."""
+    positions = constant(g, dims, "int64")
+    first = constant(g, [0], "int64")
+    return g.Concat(
+        *[g.Unsqueeze(g.Gather(g.Shape(v), positions, axis=0), first) for v in values], axis=0
+    )
+
+
 def check_runtime_broadcast(g, variables, values, ndim: int):
     """`values`, guarded to raise PyTensor's runtime-broadcasting error where, in one of the
     first `ndim` dims, an input not declared broadcastable there has length 1 at run time
@@ -198,19 +214,15 @@ def check_runtime_broadcast(g, variables, values, ndim: int):
             if not var.type.broadcastable[d]
         ]
         candidates = [known_size(var, value, d) for var, value in undeclared]
-        if len(candidates) > 1 and (
-            None in candidates or (1 in candidates and len(set(candidates)) > 1)
+        if (
+            len(candidates) > 1
+            and (None in candidates or (1 in candidates and len(set(candidates)) > 1))
+            and not same_input_dim(g, undeclared, d)
         ):
-            names = {input_dim_name(g, var, value, d) for var, value in undeclared}
-            if len(names) != 1 or None in names:
-                checked.append(d)
+            checked.append(d)
     if not checked:
         return list(values)
-    positions = constant(g, checked, "int64")
-    unsqueeze = constant(g, [0], "int64")
-    lengths = g.Concat(
-        *[g.Unsqueeze(g.Gather(g.Shape(v), positions, axis=0), unsqueeze) for v in values], axis=0
-    )
+    lengths = dim_lengths(g, values, checked)
     declared = np.array([[not var.type.broadcastable[d] for d in checked] for var in variables])
     one = g.Equal(lengths, constant(g, 1, "int64"))
     undeclared_one = g.Cast(g.And(one, constant(g, declared, "bool")), to=ir.DataType.UINT8)
