@@ -188,3 +188,80 @@ def test_a_cnn_with_shared_weights_and_pooling_written_with_shapes_exports_lean(
     expected = py_reference(pytensor.function([x], out, mode=PY_MODE), images)
     rtol = 1e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(session.run(None, {"x": images})[0], expected, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "bool"])
+@pytest.mark.parametrize("mode", ["full", "valid", "same"])
+def test_kernels_of_symbolic_size(dtype, mode, rng):
+    """Neither input has a static size: one Loop step per kernel entry (per output entry
+    where a 'valid' convolution has fewer, as its gradients do), batched by broadcasting.
+    Sizes cover a kernel larger than its input (swapped in 'valid'), equal sizes and 1 x 1."""
+    x, k = pt.tensor3("x", dtype=dtype), pt.tensor("k", dtype=dtype, shape=(1, None, None))
+    v, kv = pt.matrix("v", dtype=dtype), pt.vector("kv", dtype=dtype)
+    # SciPy's method "auto" takes the FFT for the largest sizes here, inexact in float32.
+    outs = [convolve2d(x, k, mode=mode, method="direct"), convolve1d(v, kv, mode=mode)]
+    if dtype == "bool":  # SciPy's 2-d convolution takes no bools
+        outs = outs[1:]
+
+    def values(xs, ks, vs, kvs):  # small integers: sums exact in float32 whatever the order
+        return [rng.integers(-3, 4, size=s).astype(dtype) for s in (xs, ks, vs, kvs)]
+
+    compare_onnx_and_py(
+        [x, k, v, kv],
+        outs,
+        values((2, 6, 5), (1, 3, 2), (2, 7), (3,)),
+        more_inputs=[
+            values((3, 3, 2), (1, 6, 5), (1, 3), (7,)),
+            values((2, 4, 4), (1, 4, 4), (3, 5), (5,)),
+            values((1, 1, 1), (1, 1, 1), (1, 1), (1,)),
+            values((2, 9, 8), (1, 6, 7), (2, 12), (9,)),
+        ],
+    )
+
+
+def test_gradients_of_convolutions_of_symbolic_size(rng):
+    """PyTensor's gradients of a 'valid' convolution convolve with the output's gradient,
+    whose size is known only when it runs (they were refused for a kernel of no static
+    size)."""
+    import pytensor
+
+    x, k, v, kv = pt.matrix("x"), pt.matrix("k"), pt.vector("v"), pt.vector("kv")
+    for mode in ("valid", "full", "same"):
+        cost = (convolve2d(x, k, mode=mode) ** 2).sum() + (convolve1d(v, kv, mode=mode) ** 3).sum()
+        compare_onnx_and_py(
+            [x, k, v, kv],
+            pytensor.grad(cost, [x, k, v, kv]),
+            [rng.normal(size=s) for s in ((6, 7), (3, 2), (40,), (5,))],
+            more_inputs=[[rng.normal(size=s) for s in ((2, 3), (4, 5), (3,), (8,))]],
+        )
+
+
+def test_empty_inputs_as_numpy_and_scipy(rng):
+    """NumPy's convolve (so convolve1d in every PyTensor backend but Numba) refuses an empty
+    input; a 'valid' 2-d convolution of an empty input inside the kernel is SciPy's m - n + 1
+    zeros (it was the 'full' convolution's middle, sliced from -1: one zero)."""
+    import pytensor
+
+    v, kv = pt.vector("v"), pt.vector("kv", shape=(3,))
+    for mode in ("full", "valid"):
+        fn = pytensor.function([v, kv], convolve1d(v, kv, mode=mode), mode="ONNX")
+        with pytest.raises(ValueError, match="convolve1d of an empty input"):
+            fn(np.zeros(0), np.ones(3))
+        np.testing.assert_array_equal(
+            fn(np.ones(2), np.ones(3)),
+            py_reference(
+                pytensor.function([v, kv], [convolve1d(v, kv, mode=mode)], mode=PY_MODE),
+                np.ones(2),
+                np.ones(3),
+            )[0],
+        )
+    with pytest.raises(ValueError, match="convolve1d of an empty input"):
+        pytensor.function([v], convolve1d(v, pt.zeros(0)), mode="ONNX")
+    x, k = pt.matrix("x"), pt.matrix("k", shape=(2, 2))
+    dynamic = pt.matrix("dynamic")
+    compare_onnx_and_py(
+        [x, k, dynamic],
+        [convolve2d(x, k, mode="valid"), convolve2d(x, dynamic, mode="valid")],
+        [np.zeros((0, 0)), rng.normal(size=(2, 2)), rng.normal(size=(2, 3))],
+        more_inputs=[[np.zeros((0, 1)), rng.normal(size=(2, 2)), rng.normal(size=(2, 1))]],
+    )
