@@ -715,16 +715,50 @@ _FLOATS = frozenset([ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE]
 
 
 def guard_against_runtime_rewrites(model: ir.Model) -> None:
-    """Keep two of ONNX Runtime's graph rewrites, which every optimisation level but none
-    runs, from changing values (`reciprocal`, `shield_unit_like_constants`), in one walk of
-    the graph and its subgraphs."""
+    """Keep three of ONNX Runtime's graph rewrites, which every optimisation level but none
+    or basic runs, from changing values (`reciprocal`, `shield_unit_like_constants`,
+    `vector_times_matrix`), in one walk of the graph and its subgraphs."""
     for node in list(all_nodes(model.graph)):
         if node.domain not in ("", "ai.onnx"):
             continue
         if node.op_type == "Div" and reciprocal(node):
             continue
+        if node.op_type == "MatMul":
+            vector_times_matrix(node)
         if node.op_type in _NOOP_OPERANDS:
             shield_unit_like_constants(node)
+
+
+def vector_times_matrix(node: ir.Node) -> None:
+    """``MatMul(Transpose(a), b)``, the Transpose swapping a's last two axes and b a vector,
+    as ``MatMul(b, a)``: the same product, out of the reach of ONNX Runtime's
+    MatmulTransposeFusion, whose FusedMatMul (transA) of a vector b computes a wrong one
+    (every entry of x.T @ v for a 5 x 4 x, in float32 and float64; ONNX Runtime 1.32).
+    PyTensor 2.38's C graphs carry such products: Gemv of a transposed matrix, as in the
+    gradient of ((x @ v - w) ** 2).sum() with respect to v."""
+    transposed, b = node.inputs
+    transpose = transposed.producer() if transposed is not None else None
+    if (
+        transpose is None
+        or transpose.op_type != "Transpose"
+        or transpose.domain not in ("", "ai.onnx")
+    ):
+        return
+    if b is None or b.shape is None or len(b.shape) != 1:
+        return
+    a = transpose.inputs[0]
+    perm = transpose.attributes.get_ints("perm")
+    if perm is None and a.shape is not None:  # reversed axes
+        perm = list(reversed(range(len(a.shape))))
+    if perm is None or len(perm) < 2:
+        return
+    rank = len(perm)
+    if list(perm) != [*range(rank - 2), rank - 1, rank - 2]:
+        return
+    node.replace_input_with(0, b)
+    node.replace_input_with(1, a)
+    if not transposed.uses() and not transposed.is_graph_output():
+        transpose.graph.remove(transpose, safe=True)
 
 
 def reciprocal(node: ir.Node) -> bool:

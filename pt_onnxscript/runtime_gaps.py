@@ -258,4 +258,11 @@ QUIRKS: dict[str, Quirk] = {
         "rounding for two",
         "optimize.reciprocal writes Div(1, x) as Reciprocal(x), the same value",
     ),
+    "matmul_transpose_vector": Quirk(
+        "MatMul",
+        "its graph optimizer (MatmulTransposeFusion) makes MatMul(Transpose(a), b), the "
+        "Transpose swapping a's last two axes and b a vector, a FusedMatMul that computes a "
+        "wrong product (every entry of x.T @ v for a 5 x 4 x)",
+        "optimize.vector_times_matrix writes it MatMul(b, a), the same product",
+    ),
 }

@@ -63,3 +63,34 @@ def test_export_function_compiled_with_c_blas(tmp_path, rng):
     got = ort.InferenceSession(str(path)).run(None, {"A": Av, "v": vv})
     for g, e in zip(got, f(Av, vv)):
         assert_same(g, e)
+
+
+def test_gemv_of_a_transposed_matrix(rng):
+    """Gemv of a transposed matrix is MatMul(Transpose(A), x) of a vector x, which ONNX
+    Runtime's MatmulTransposeFusion gets wrong (QUIRKS["matmul_transpose_vector"]): written
+    MatMul(x, A). As in PyTensor 2.38's C graph of the gradient of a least-squares loss."""
+    from pytensor.compile.mode import Mode
+
+    A, x, y = pt.matrix("A"), pt.vector("x"), pt.vector("y")
+    b = pt.tensor3("b")
+    outs = [
+        gemv_no_inplace(y, pt.constant(2.0), A.T, x, pt.constant(0.5)),
+        pt.matmul(b.mT, x),
+    ]
+    values = [rng.normal(size=(5, 4)), rng.normal(size=5), rng.normal(size=4)]
+    values.append(rng.normal(size=(2, 5, 4)))
+    compare_onnx_and_py([A, x, y, b], outs, values)
+    # As written (no rewrite moves the transpose), exported and run by a new session.
+    fn = pytensor.function([A, x, y, b], outs, mode=Mode(linker="py", optimizer=None))
+    model = export_onnx(fn)
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for got, expected in zip(session.run(None, dict(zip("Axyb", values))), fn(*values)):
+        assert_same(got, expected)
+    v, w = pt.vector("v"), pt.vector("w")
+    grad = pytensor.grad(((A @ v - w) ** 2).sum(), v)  # 2.38's default mode: Gemv of A.T
+    f = pytensor.function([A, v, w], grad)
+    session = ort.InferenceSession(export_onnx(f).SerializeToString())
+    args = [values[0], rng.normal(size=4), rng.normal(size=5)]
+    assert_same(session.run(None, dict(zip("Avw", args)))[0], f(*args))

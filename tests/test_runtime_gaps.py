@@ -163,7 +163,28 @@ QUIRK_PROBES = {
         _run("LogSoftmax", {"x": np.array([1.0, 2.0, np.nan])})[:2]
     ).all(),
     "concat_skips_empty": lambda: _concat_of_empty().shape == (2, 3),
+    "matmul_transpose_vector": lambda: not np.allclose(*_transposed_times_vector()),
 }
+
+
+def _transposed_times_vector():
+    """MatMul(Transpose(x), v) of a 5 x 4 x and a vector v in ONNX Runtime, and x.T @ v."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+            helper.make_node("MatMul", ["t", "v"], ["y"]),
+        ],
+        "probe",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, [5, 4]),
+            helper.make_tensor_value_info("v", onnx.TensorProto.DOUBLE, [5]),
+        ],
+        [onnx.ValueInfoProto(name="y")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x, v = np.arange(20.0).reshape(5, 4), np.linspace(-1, 2, 5)
+    return session.run(None, {"x": x, "v": v})[0], x.T @ v
 
 
 def _concat_of_empty():
