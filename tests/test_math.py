@@ -187,3 +187,52 @@ def test_the_gradient_of_a_product_with_zeros(rng):
     values = np.array([[1.0, 2.0, 3.0], [0.0, 2.0, 3.0], [0.0, 0.0, 3.0], [0.0, 0.0, 0.0]])
     compare_onnx_and_py([x], grad, [values])
     compare_onnx_and_py([x], pytensor.grad(pt.prod(x), x), [rng.normal(size=(3, 2))])
+
+
+def test_reductions_fused_with_an_elemwise(rng):
+    """PyTensor's local_careduce_fusion (its C backend's; 2.38's default mode) makes
+    CAReduce(Composite([acc, x], [acc + f(x)])) of sum(f(x)): translated as the Elemwise f,
+    then the sum (or product). Exporting a default-mode 2.38 function with ``(x ** 2).sum()``
+    raised UnsupportedOpError."""
+    import pytensor.scalar as ps
+    from pytensor.compile.mode import Mode
+    from pytensor.tensor.elemwise import CAReduce
+
+    from pt_onnxscript import export_onnx
+
+    def fused(scalar_op, f, axis, acc_dtype, dtype):
+        acc, arg = ps.get_scalar_type(acc_dtype)(), ps.get_scalar_type(dtype)()
+        out = scalar_op(acc, f(arg))
+        if out.type.dtype != acc_dtype:
+            out = ps.cast(out, acc_dtype)
+        composite = ps.Composite([acc, arg], [out])
+        composite.identity, composite.nin, composite.nout = scalar_op.identity, 2, 1
+        return CAReduce(
+            composite, axis=axis, dtype=acc_dtype, acc_dtype=acc_dtype, upcast_discrete_output=True
+        )
+
+    x = pt.matrix("x")
+    i = pt.matrix("i", dtype="int32")
+    outs = [
+        fused(ps.add, ps.sqrt, (1,), "float64", "float64")(x),
+        fused(ps.mul, ps.exp, None, "float64", "float64")(x),
+        fused(ps.add, ps.sqr, (0,), "int64", "int32")(i),
+    ]
+    values = [rng.uniform(0.5, 2, size=(3, 4)), rng.integers(-5, 5, size=(3, 4)).astype("int32")]
+    expected = [
+        np.sqrt(values[0]).sum(1),
+        np.exp(values[0]).prod(),
+        (values[1].astype("int64") ** 2).sum(0),
+    ]
+    fn = pytensor.function([x, i], outs, mode=Mode(linker="py", optimizer=None))
+    for mode in ("ONNX", None):
+        if mode is None:
+            import onnxruntime as ort
+
+            session = ort.InferenceSession(export_onnx(fn).SerializeToString())
+            got = session.run(None, {"x": values[0], "i": values[1]})
+        else:
+            got = pytensor.function([x, i], outs, mode=mode)(*values)
+        for g, e in zip(got, expected):
+            assert g.dtype == e.dtype
+            np.testing.assert_allclose(g, e, rtol=1e-13)

@@ -3,7 +3,8 @@
 import numpy as np
 import onnx_ir as ir
 import pytensor.scalar.basic as ps
-from pytensor.tensor.elemwise import CAReduce
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.elemwise import CAReduce, Elemwise
 from pytensor.tensor.math import Argmax, Dot, MulWithoutZeros, ProdWithoutZeros
 
 from pt_onnxscript.ops.common import (
@@ -18,6 +19,7 @@ from pt_onnxscript.ops.common import (
 )
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.runtime_gaps import has_kernel, kernel_dtype
+from pt_onnxscript.translate import translate_node
 from pt_onnxscript.types import onnx_dtype
 
 REDUCTIONS = {
@@ -38,8 +40,14 @@ def careduce(g, node, x):
     NumPy's empty reductions: any of nothing is False, all of nothing is True, max and min
     raise. Integer sums and products are exact and wrap as NumPy's do (ONNX Runtime's
     integer ReduceSum and ReduceProd saturate), so they run as a MatMul with ones and as a
-    tree of multiplications.
+    tree of multiplications. A sum or product fused with an Elemwise (`unfused`) is that
+    Elemwise, then that reduction.
     """
+    parts = unfused(node)
+    if parts is not None:
+        for part in parts:
+            [x] = translate_node(g, part, [x])
+        return x
     scalar_op = type(node.op.scalar_op)
     name = next((n for cls, n in REDUCTIONS.items() if issubclass(scalar_op, cls)), None)
     in_dtype = node.inputs[0].type.dtype
@@ -210,8 +218,48 @@ def dot_dtype(node):
     return None
 
 
+def unfused(node) -> list | None:
+    """The nodes that PyTensor's local_careduce_fusion (a rewrite for its C backend, in
+    2.38's default mode) fused into CAReduce `node`: its scalar op a Composite([acc, x],
+    [acc + f(x)]) (or *, maybe cast to the accumulation dtype) is Elemwise(f) and then the
+    CAReduce of + (*); None for any other CAReduce."""
+    fused = node.op.scalar_op
+    if not isinstance(fused, ps.Composite) or len(fused.inputs) != 2 or len(fused.outputs) != 1:
+        return None
+    acc, arg = fused.inputs
+    out = fused.outputs[0]
+    if out.owner is not None and isinstance(out.owner.op, ps.Cast):
+        out = out.owner.inputs[0]
+    if out.owner is None or type(out.owner.op) not in (ps.Add, ps.Mul):
+        return None
+    if len(out.owner.inputs) != 2 or out.owner.inputs[0] is not acc:
+        return None
+    value = out.owner.inputs[1]
+    if acc in ancestors([value]):
+        return None
+    x = node.inputs[0]
+    parts = []
+    if value is not arg:
+        parts.append(Elemwise(ps.Composite([arg], [value])).make_node(x))
+        x = parts[-1].outputs[0]
+    op = node.op
+    reduce = CAReduce(
+        out.owner.op,
+        axis=op.axis,
+        dtype=op.dtype,
+        acc_dtype=op.acc_dtype,
+        upcast_discrete_output=op.upcast_discrete_output,
+    )
+    parts.append(reduce.make_node(x))
+    if parts[-1].outputs[0].type != node.outputs[0].type:
+        return None
+    return parts
+
+
 @register_check(CAReduce)
 def reduction_kind(node):
+    if unfused(node) is not None:
+        return None
     scalar_op = type(node.op.scalar_op)
     if not any(issubclass(scalar_op, cls) for cls in REDUCTIONS):
         return f"no ONNX reduction for CAReduce({scalar_op.__name__})"
