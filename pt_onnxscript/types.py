@@ -48,6 +48,14 @@ def check_not_sparse(var: Variable) -> None:
         )
 
 
+def is_xtensor(var: Variable) -> bool:
+    """Whether `var` is an xtensor (pytensor.xtensor): a tensor with named dims, which
+    PyTensor's rewrites lower to tensor Ops between casts from and to tensors."""
+    # Without pytensor.xtensor imported, no xtensor exists (and importing it warns on 2.38).
+    xtensor = sys.modules.get("pytensor.xtensor.type")
+    return xtensor is not None and isinstance(var.type, xtensor.XTensorType)
+
+
 def _is_sparse(var: Variable) -> bool:
     # Without pytensor.sparse imported, no sparse variable exists (and none is imported here).
     sparse = sys.modules.get("pytensor.sparse.type")
@@ -68,7 +76,7 @@ def check_tensor_variable(var: Variable) -> None:
     if is_random_state(var):
         return
     check_not_sparse(var)
-    if not isinstance(var.type, TensorType):
+    if not isinstance(var.type, TensorType) and not is_xtensor(var):
         raise TypeError(
             f"Variable {var} of type {var.type} is not a tensor: ONNX export supports "
             "tensor variables and random generators only (slices, sparse and typed-list "
