@@ -715,9 +715,10 @@ _FLOATS = frozenset([ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE]
 
 
 def guard_against_runtime_rewrites(model: ir.Model) -> None:
-    """Keep three of ONNX Runtime's graph rewrites, which every optimisation level but none
-    or basic runs, from changing values (`reciprocal`, `shield_unit_like_constants`,
-    `vector_times_matrix`), in one walk of the graph and its subgraphs."""
+    """Keep three of ONNX Runtime's graph rewrites from changing values, in one walk of the
+    graph and its subgraphs: NoopElimination and DivMulFusion, which every optimisation level
+    but none runs (`shield_unit_like_constants`, `reciprocal`), and MatmulTransposeFusion,
+    which the "extended" and "all" (the default) levels run (`vector_times_matrix`)."""
     for node in list(all_nodes(model.graph)):
         if node.domain not in ("", "ai.onnx"):
             continue

@@ -79,8 +79,8 @@ def check_tensor_variable(var: Variable) -> None:
     if not isinstance(var.type, TensorType) and not is_xtensor(var):
         raise TypeError(
             f"Variable {var} of type {var.type} is not a tensor: ONNX export supports "
-            "tensor variables and random generators only (slices, sparse and typed-list "
-            "variables have no ONNX counterpart)."
+            "tensor and xtensor variables and random generators only (slices, sparse and "
+            "typed-list variables have no ONNX counterpart)."
         )
     if var.type.dtype not in DTYPES:
         raise TypeError(
