@@ -14,6 +14,7 @@ from pytensor.tensor.basic import NotScalarConstantError, get_underlying_scalar_
 from pytensor.tensor.elemwise import CAReduce
 from pytensor.tensor.signal.conv import Convolve1d, Convolve2d
 
+from pt_onnxscript.ops.basic import shape_vector
 from pt_onnxscript.ops.common import (
     INT64_MIN,
     branch,
@@ -261,10 +262,6 @@ def _unravel(g, flat, sizes, ndim: int):
     return index
 
 
-def _as_vector(g, index):
-    return g.Concat(*[g.Unsqueeze(i, ints(g, [0])) for i in index], axis=0)
-
-
 def _convolve_loop(g, x, k, ndim: int, full: bool, rank: int):
     """`_convolve` for a kernel `k` of sizes known only when it runs (or empty): one Loop
     step per kernel entry, in `_convolve`'s order, adding the entry times its window of x to
@@ -288,16 +285,17 @@ def _convolve_loop(g, x, k, ndim: int, full: bool, rank: int):
             width = g.Sub(g.Slice(m, ints(g, [d]), ints(g, [d + 1])), ints(g, [1]))
             width = g.Max(width, ints(g, [0]))  # an empty kernel: no step reads x
             x = pad_zeros(g, x, axis, before=width, after=width)
-    padded = g.Shape(x, start=-ndim)
-    last = g.Sub(m, one)
 
     def by_entry(g):
+        padded = g.Shape(x, start=-ndim)
+        last = g.Sub(m, one)
+
         def step(g, entry, total):
             offset = _unravel(g, entry, m, ndim)
             value = k
             for d, a in enumerate(offset):
                 value = g.Gather(value, a, axis=-(ndim - d))
-            offset = _as_vector(g, offset)
+            offset = shape_vector(g, offset)
             window = g.Slice(x, g.Sub(last, offset), g.Sub(padded, offset), axes)
             return [g.Add(total, g.Mul(window, g.Unsqueeze(value, axes)))]
 
@@ -330,7 +328,7 @@ def _by_output(g, x, k, ndim: int, size, rank: int):
     m = g.Shape(k, start=-ndim)
 
     def step(g, entry):
-        start = _as_vector(g, _unravel(g, entry, size, ndim))
+        start = shape_vector(g, _unravel(g, entry, size, ndim))
         window = g.Slice(x, start, g.Add(start, m), axes)
         return [g.ReduceSum(g.Mul(window, flipped), axes, keepdims=0)]
 
