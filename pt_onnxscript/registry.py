@@ -12,6 +12,7 @@ not when pt_onnxscript is imported: they are always there before a lookup or a u
 registration.
 """
 
+import importlib
 from collections.abc import Callable
 
 from pytensor.graph.op import Op
@@ -25,6 +26,11 @@ _blockwise_translations: dict[type, Translation] = {}
 _function_translations: dict[str, Translation] = {}
 _checks: dict[type, Callable] = {}
 _builtins = "unloaded"
+
+# Translations of Ops that other libraries define, by the library's top-level module: loaded
+# when one of its Op classes is first looked up or registered (the library is imported by
+# then), so an export that meets none of them does not import the library.
+_library_translations = {"pymc": "pt_onnxscript.ops.pymc"}
 
 
 def load_builtins() -> None:
@@ -41,9 +47,20 @@ def load_builtins() -> None:
     _builtins = "loaded"
 
 
+def _load_library_translations(cls: type) -> None:
+    """Register the package's translations of the Ops of the library that defines `cls`, if it
+    has some and they are not loaded yet."""
+    library = cls.__module__.partition(".")[0]
+    if library in _library_translations:
+        importlib.import_module(_library_translations.pop(library))
+
+
 def _registrar(table: dict[type, Translation], op_classes: tuple[type, ...], replace: bool):
     def decorator(translation: Translation) -> Translation:
         load_builtins()  # so that a user's registration meets (and may replace) the package's
+        for cls in op_classes:
+            if isinstance(cls, type):
+                _load_library_translations(cls)
         for cls in op_classes:
             if cls in table and not replace:
                 name = getattr(cls, "__name__", cls)
@@ -105,6 +122,7 @@ def lookup(table: dict[type, object], op):
     """The entry of `table` for the class of `op` or its nearest base class (None if none)."""
     load_builtins()
     for cls in type(op).__mro__:
+        _load_library_translations(cls)
         if cls in table:
             return table[cls]
     return None
@@ -117,6 +135,7 @@ def translated_as_inner_graph(op: Op) -> bool:
 
     load_builtins()
     for cls in type(op).__mro__:
+        _load_library_translations(cls)
         if cls in _translations:
             return cls is OpFromGraph
     return False

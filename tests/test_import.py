@@ -86,3 +86,23 @@ def test_a_users_registration_meets_the_packages_own():
         """
     )
     assert out.split() == ["refused:", "True", "1"]
+
+
+def test_pymc_is_imported_only_for_its_own_ops():
+    """The translations of PyMC's Ops load when the first one is met: an export without any
+    does not import PyMC; a PyMC Op met after the package's translations loaded still finds
+    its translation."""
+    pytest.importorskip("pymc")
+    out = _run(
+        """
+        import sys, numpy as np, pytensor, pytensor.tensor as pt
+        import pt_onnxscript
+        x = pt.dmatrix("x")
+        pytensor.function([x], pt.linalg.cholesky(x), mode="ONNX")
+        print("pymc" in sys.modules)
+        from pymc.distributions.multivariate import matrix_pos_def
+        f = pytensor.function([x], matrix_pos_def(x), mode="ONNX")
+        print(bool(f(np.eye(2))), bool(f(np.array([[1.0, 2.0], [2.0, 1.0]]))))
+        """
+    )
+    assert out.split() == ["False", "True", "False"]

@@ -138,6 +138,32 @@ def circular_and_rice():
     return model
 
 
+def correlations():
+    """LKJCorr and a free Wishart, whose log-densities check that a matrix is positive definite
+    (PyMC's PosDefMatrix Op: -inf where the random points below make the Wishart's not), and
+    pm.math's logdet and batched_diag, PyMC's own Ops too."""
+    with pm.Model() as model:
+        pm.LKJCorr("corr", n=3, eta=2.0)
+        scale = np.array([[2.0, 0.5, 0.1], [0.5, 1.0, 0.2], [0.1, 0.2, 1.5]])
+        w = pm.Wishart("w", nu=5, V=scale, initval=5 * scale)  # its mean (no support point)
+        sd = pm.HalfNormal("sd", 1.0, shape=3)
+        scales = pm.math.batched_diag(pt.stack([sd, 2 * sd]))
+        pm.Potential("p", -0.1 * pm.math.logdet(w) - 0.5 * (scales**2).sum())
+    return model
+
+
+def interpolated():
+    """Interpolated, free and observed: its density is a SciPy spline (PyMC's SplineWrapper Op),
+    its gradient the spline's derivative, a spline of degree 0."""
+    grid = np.linspace(-3, 3, 50)
+    with pm.Model() as model:
+        pm.Interpolated("z", grid, np.exp(-(grid**2) / 2) * (1 + 0.3 * np.sin(3 * grid)))
+        mu = pm.Normal("mu")
+        pm.Interpolated("y", grid, np.exp(-(grid**2) / 2) + 0.1, observed=[-2.0, 0.1, 1.7, 2.9])
+        pm.Normal("w", mu, 1, observed=[0.3, -0.2])
+    return model
+
+
 MODELS = [
     glm,
     hierarchical,
@@ -149,6 +175,8 @@ MODELS = [
     survival,
     bounded_outcomes,
     circular_and_rice,
+    correlations,
+    interpolated,
 ]
 
 # PyTensor's gammainc/gammaincc gradients are series that stop once a term drops below 1e-10
@@ -299,6 +327,102 @@ def test_failed_parameter_checks_give_minus_inf_like_pymc(check_bounds):
         assert np.isneginf(got[0]) == np.isneginf(expected[0]), point
         assert_same(got[0], expected[0], rtol=1e-11, atol=1e-11, what="logp")
         assert_same(got[1], expected[1], rtol=1e-11, atol=1e-11, what="dlogp")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+def test_positive_definite_check_as_scipy_gives_it(dtype):
+    """PosDefMatrix: whether SciPy's Cholesky of the upper triangle succeeds (lower-triangle
+    entries never count), an empty matrix is; NaN or infinite entries (anywhere) and a
+    non-square matrix raise SciPy's ValueError, as PyMC's Op does."""
+    from pymc.distributions.multivariate import matrix_pos_def
+
+    x = pt.matrix("x", dtype=dtype)
+    ours = pytensor.function([x], matrix_pos_def(x), mode="ONNX")
+    reference = pytensor.function([x], matrix_pos_def(x), mode=Mode(linker="py", optimizer=None))
+    cases = [np.eye(3), [[1, 2], [2, 1]], [[4, 1], [100, 3]], [[4, 100], [1, 3]], [[0]], [[2]]]
+    cases += [
+        np.zeros((0, 0)),
+        [[4, 2, 0], [2, 5, 3], [0, 3, 1]],
+        [[4, 2, 0], [2, 5, 3], [0, 3, 2]],
+    ]
+    for value in cases:
+        value = np.asarray(value, dtype=dtype)
+        assert ours(value) == reference(value), value
+    with pytest.raises(ValueError, match="square"):
+        ours(np.ones((2, 3), dtype=dtype))
+    if dtype != "int64":
+        for bad in (np.nan, np.inf):
+            with pytest.raises(ValueError, match="infs or NaNs"):
+                ours(np.array([[1, 0], [bad, 1]], dtype=dtype))
+    square = pt.matrix("square", dtype=dtype, shape=(2, 3))
+    with pytest.raises(ValueError, match="square"):
+        pytensor.function([square], matrix_pos_def(square), mode="ONNX")
+
+
+def test_logdet_and_batched_diag_of_pm_math():
+    """pm.math.logdet (PyMC's LogDet Op: log |det|, by NumPy's SVD there, by LU here) and its
+    gradient, and pm.math.batched_diag (BatchedDiag), against PyMC's own Ops."""
+    from pt_onnxscript.testing import compare_onnx_and_py
+
+    a = pt.dmatrix("a")
+    rng = np.random.default_rng(7)
+    general = rng.normal(size=(6, 6))
+    ill = np.vander(np.linspace(1, 2, 7), increasing=True)  # condition number ~1e8
+    for value in (general, ill, np.array([[-3.0]]), np.zeros((0, 0)), np.array([[0, 2.0], [3, 1]])):
+        compare_onnx_and_py(
+            [a], pm.math.logdet(a), [value], rtol=1e-12 if value is not ill else 1e-9
+        )
+    compare_onnx_and_py([a], pytensor.grad(pm.math.logdet(a), a), [general], rtol=1e-12)
+    # An exactly singular matrix: log |det| = -inf (NumPy's SVD leaves a tiny singular value).
+    f = pytensor.function([a], pm.math.logdet(a), mode="ONNX")
+    assert np.isneginf(f(np.array([[1.0, 2.0], [2.0, 4.0]])))
+    with pytest.raises(ValueError, match="logdet"):
+        f(np.array([[1.0, np.nan], [0.0, 1.0]]))
+    with pytest.raises(NotImplementedError, match="non-square"):
+        f(np.ones((2, 3)))
+    d = pt.dmatrix("d")
+    for value in (np.arange(6.0).reshape(2, 3), np.zeros((0, 3)), np.array([[np.inf, np.nan]])):
+        compare_onnx_and_py([d], pm.math.batched_diag(d), [value])
+    i = pt.lmatrix("i")
+    with pytest.raises(Exception, match="cast it to a float dtype"):
+        pytensor.function([i], pm.math.logdet(i), mode="ONNX")
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+@pytest.mark.parametrize("ext", [0, 1, 2, 3])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_scipy_splines_and_their_derivatives(k, ext, dtype):
+    """SplineWrapper (Interpolated's density) of a SciPy spline of degree k, each of its
+    extrapolation modes (0 extrapolate, 1 zeros, 2 raise, 3 const), at its knots (the degree-0
+    derivative jumps there: the piece on the right), past both ends, NaN and +-inf, and its
+    gradient, against PyMC's Op."""
+    from pymc.distributions.dist_math import SplineWrapper
+    from scipy.interpolate import InterpolatedUnivariateSpline
+
+    from pt_onnxscript.testing import compare_onnx_and_py
+
+    points = np.random.default_rng(k)
+    knots = np.sort(points.uniform(0, 5, 12))
+    op = SplineWrapper(InterpolatedUnivariateSpline(knots, np.sin(knots) + 2, k=k, ext=ext))
+    x = pt.vector("x", dtype=dtype)
+    # The end knots rounded to float32 may fall outside the span (ext=2 raises there).
+    at_knots = knots if dtype == "float64" else knots[1:-1]
+    inside = np.concatenate([at_knots, points.uniform(knots[1], knots[-2], 20)]).astype(dtype)
+    # Extrapolating to +-inf, FITPACK's B-spline recursion gives NaN or +-inf by the signs of
+    # the end coefficients (inf - inf, or not); the translation gives NaN. Not compared.
+    ends = [np.inf, -np.inf] if ext else []
+    outside = np.array([-1.0, 6.0, np.nan, *ends], dtype=dtype)
+    values = [inside] if ext == 2 else [np.concatenate([inside, outside])]
+    outputs = [op(x), pytensor.grad(op(x).sum(), x)]
+    # Each piece's Taylor form at its left knot rounds apart from FITPACK's B-spline sums.
+    rtol, atol = (1e-11, 1e-13) if dtype == "float64" else (None, None)
+    compare_onnx_and_py(
+        [x], outputs, values, more_inputs=[[np.zeros(0, dtype)]], rtol=rtol, atol=atol
+    )
+    if ext == 2:
+        f = pytensor.function([x], op(x), mode="ONNX")
+        with pytest.raises(ValueError, match="not in the domain"):
+            f(outside[:1])
 
 
 def test_export_of_a_model_without_free_variables_says_so():
