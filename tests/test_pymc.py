@@ -493,6 +493,30 @@ def test_draw_and_prior_predictive_in_mode_onnx():
     np.testing.assert_array_equal(again["t"], ours["t"])
 
 
+def test_time_series_and_hurdle_draws_whose_scans_draw():
+    """AR, GARCH11 and EulerMaruyama draw inside a Scan, which carries the random generator
+    from step to step; a hurdle Poisson, a discrete distribution truncated by PyMC, redraws in
+    a while Scan until each draw falls in the bounds. Both were refused ("untraced outputs
+    that are not tensors")."""
+    with pm.Model() as model:
+        pm.AR("ar", rho=[0.5, -0.2], sigma=1.0, init_dist=pm.Normal.dist(0, 1), steps=8)
+        pm.GARCH11("garch", omega=0.1, alpha_1=0.2, beta_1=0.5, initial_vol=1.0, steps=8)
+        pm.EulerMaruyama(
+            "sde",
+            dt=0.1,
+            sde_fn=lambda x, k: (-k * x, 1.0),
+            sde_pars=(0.5,),
+            init_dist=pm.Normal.dist(0, 1),
+            steps=8,
+        )
+        pm.HurdlePoisson("hurdle", psi=0.7, mu=3.0, shape=3)
+    kwargs = {"draws": 2000, "model": model, "return_inferencedata": False, "random_seed": 4}
+    ours = pm.sample_prior_predictive(compile_kwargs={"mode": "ONNX"}, **kwargs)
+    own = pm.sample_prior_predictive(**kwargs)
+    for name in own:
+        assert_same_distribution(ours[name], own[name], name)
+
+
 @pytest.mark.parametrize(
     "dists, truncated, bounds, rtol",
     [

@@ -11,6 +11,7 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 import scipy.stats as st
+from pytensor.scan.utils import until
 
 import pt_onnxscript
 from pt_onnxscript import export_onnx, onnx_export
@@ -184,6 +185,42 @@ def test_symbolic_generator_input_and_output():
     again, _ = f(np.random.default_rng(0))
     np.testing.assert_array_equal(values, again)
     assert not np.array_equal(f(next_rng)[0], values)
+
+
+@pytest.mark.parametrize("stops", [False, True], ids=["for", "while"])
+def test_draws_inside_a_scan_advance_its_generator(stops, caplog):
+    """A Scan whose steps draw carries its random generator from step to step (an untraced
+    output of the Scan; refused before): a random walk's steps are independent normals, each
+    call moves the shared generator on, and a while Scan stops where its condition says.
+    Every value of the model has its type (onnx-ir warns of a value with a shape and none)."""
+    rng = pytensor.shared(np.random.default_rng(5), name="rng")
+
+    def step(position):
+        next_rng, move = R.normal(size=(), rng=rng).owner.outputs
+        if stops:
+            return position + move, {rng: next_rng}, until(position > 3.0)
+        return position + move, {rng: next_rng}
+
+    walk, updates = pytensor.scan(step, outputs_info=[pt.zeros(())], n_steps=N)
+    with caplog.at_level("WARNING", logger="onnx_ir"):
+        f = pytensor.function([], walk, updates=updates, mode="ONNX")
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    state = state_from_generator(rng.get_value())
+    first, second = f(), f()
+    assert not np.array_equal(first[: len(second)], second[: len(first)])
+    # The exported model: the state in, the walk and the state the function left out.
+    model = export_onnx(f)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    exported_first, state = session.run(None, {"rng": state})
+    np.testing.assert_array_equal(exported_first, first)
+    np.testing.assert_array_equal(session.run(None, {"rng": state})[0], second)
+    if not stops:
+        moves = np.diff(np.concatenate([[0.0], first]))
+        assert st.kstest(moves, "norm").pvalue > P_MIN
+        assert abs(np.corrcoef(moves[:-1], moves[1:])[0, 1]) < 0.03
+        return
+    for path in (first, second):  # the step that reads a position past 3 is the last
+        assert len(path) < N and path[-2] > 3.0 and np.all(path[:-2] <= 3.0)
 
 
 def draws(make, seed=2):

@@ -303,10 +303,15 @@ def loop(g, count, state, step, kind: str, *, condition=None, stacked=()):
     result = g.Loop(count, start, *state, body=graph, _outputs=n)
     result = list(result) if n > 1 else [result]
     # What ONNX's inference of a Loop leaves unknown: the carried values' ranks, and the
-    # stacked ones' (one more than the body's), for the inference of what reads them.
+    # stacked ones' (one more than the body's), for the inference of what reads them; their
+    # dtypes where it leaves those unknown too (a value with a shape and no type is not
+    # written to the file: onnx-ir warns of each).
     steps = graph.outputs[1 + len(state) :]
     ranks = [_rank_only(v) for v in state] + [_rank_only(v, 1) for v in steps]
-    for value, rank in zip(result, ranks, strict=True):
+    dtypes = [v.dtype for v in state] + list(stacked)
+    for value, rank, dtype in zip(result, ranks, dtypes, strict=True):
+        if value.dtype is None and dtype is not None:
+            value.dtype = dtype
         if value.shape is None and rank is not None:
             value.shape = ir.Shape(rank)
     return result

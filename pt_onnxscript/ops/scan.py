@@ -16,6 +16,7 @@ from pytensor.scan.op import Scan
 
 from pt_onnxscript.ops.common import INT64_MAX, constant, ints, loop
 from pt_onnxscript.registry import register
+from pt_onnxscript.rng import is_random_state
 from pt_onnxscript.translate import TranslationError, translate_graph, value_of
 from pt_onnxscript.types import onnx_dtype
 
@@ -47,9 +48,13 @@ def scan(g, node, n_steps, *outer):
     info = op.info
     inner_in, inner_out = list(op.fgraph.inputs), list(op.fgraph.outputs)
     if any(
-        getattr(v.type, "dtype", None) is None for v in op.inner_untraced_sit_sot_outs(inner_out)
+        getattr(v.type, "dtype", None) is None and not is_random_state(v)
+        for v in op.inner_untraced_sit_sot_outs(inner_out)
     ):
-        raise TranslationError(f"{node}: untraced outputs that are not tensors cannot be exported")
+        raise TranslationError(
+            f"{node}: untraced outputs that are neither tensors nor random generators cannot "
+            "be exported"
+        )
     outer = [n_steps, *outer]
     seqs, non_seqs = op.outer_seqs(outer), op.outer_non_seqs(outer)
     mit_mot = op.outer_mitmot(outer)
