@@ -6,6 +6,7 @@ import onnxruntime as ort
 import pytensor
 import pytensor.tensor as pt
 import pytest
+import scipy.stats as st
 from pytensor.compile.mode import Mode
 from scipy.stats import ks_2samp, kstest
 
@@ -491,6 +492,70 @@ def test_draw_and_prior_predictive_in_mode_onnx():
     np.testing.assert_array_equal(ours["twice_mu"], 2 * ours["mu"])
     again = pm.sample_prior_predictive(compile_kwargs={"mode": "ONNX"}, **kwargs)
     np.testing.assert_array_equal(again["t"], ours["t"])
+
+
+PYMC_RVS = {
+    "skew_normal": lambda: pm.SkewNormal.dist(mu=1.0, sigma=2.0, alpha=-3.0, shape=3),
+    "wald": lambda: pm.Wald.dist(mu=1.0, lam=2.0, alpha=0.5, shape=3),
+    "rice": lambda: pm.Rice.dist(nu=1.5, sigma=0.7, shape=3),
+    "moyal": lambda: pm.Moyal.dist(0.5, 2.0, shape=3),
+    "skew_student_t": lambda: pm.SkewStudentT.dist(a=2.0, b=3.0, mu=0.3, sigma=1.5, shape=3),
+    "discrete_uniform": lambda: pm.DiscreteUniform.dist(-2, 7, shape=3),
+    "matrix_normal": lambda: pm.MatrixNormal.dist(
+        mu=np.arange(6.0).reshape(2, 3),
+        rowcov=np.array([[2.0, 0.5], [0.5, 1.0]]),
+        colcov=np.array([[1.0, 0.3, 0.0], [0.3, 2.0, 0.1], [0.0, 0.1, 1.5]]),
+        shape=(2, 2, 3),
+    ),
+    "stick_breaking_weights": lambda: pm.StickBreakingWeights.dist(alpha=[0.5, 3.0], K=3),
+    "truncated_normal": lambda: pm.TruncatedNormal.dist(
+        mu=[0.0, 1.0, -1.0], sigma=[1.0, 2.0, 0.5], lower=[-1.0, -np.inf, 0.0], upper=2.0
+    ),
+}
+
+
+@pytest.mark.parametrize("make", PYMC_RVS.values(), ids=PYMC_RVS.keys())
+def test_pymc_random_variables_draw_as_pymc(make):
+    """PyMC's own random variables (their rng_fn call NumPy or SciPy) draw in mode "ONNX" with
+    PyMC's law (KS against PyMC's draws) and dtype, and, with the same seed, the same draws."""
+    var = make()
+    ours = pm.draw(var, draws=3000, random_seed=1, mode="ONNX")
+    assert_same_distribution(ours, pm.draw(var, draws=3000, random_seed=2), var.owner.op.name)
+    np.testing.assert_array_equal(pm.draw(var, draws=5, random_seed=1, mode="ONNX"), ours[:5])
+
+
+def test_truncated_normal_draws_in_either_tail():
+    """TruncatedNormal draws by SciPy's truncnorm ppf, in logs: intervals far in either tail
+    (where the normal CDF underflows) fit SciPy's law and stay inside their bounds."""
+    lower = np.array([-1, 2, -np.inf, 40, -1000, 0.5, 8])
+    upper = np.array([2, np.inf, -30, 41, -999, 0.5001, 9])
+    var = pm.TruncatedNormal.dist(mu=0.0, sigma=1.0, lower=lower, upper=upper, shape=(3000, 7))
+    draws = pm.draw(var, random_seed=3, mode="ONNX")
+    assert np.all((draws >= lower) & (draws <= upper))
+    for column, (a, b) in enumerate(zip(lower, upper, strict=True)):
+        assert kstest(draws[:, column], st.truncnorm(a, b).cdf).pvalue > 1e-3, (a, b)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: pm.SkewNormal.dist(mu=0.0, sigma=-1.0, alpha=1.0), "skewnorm"),
+        (lambda: pm.Rice.dist(b=-1.0, sigma=1.0), "rice"),
+        (lambda: pm.Moyal.dist(0.0, -1.0), "moyal"),
+        (lambda: pm.SkewStudentT.dist(a=-1.0, b=2.0, mu=0.0, sigma=1.0), "jf_skew_t"),
+        (lambda: pm.Wald.dist(mu=-1.0, lam=1.0), "mean <= 0"),
+        (lambda: pm.DiscreteUniform.dist(5, 2), "randint"),
+        (lambda: pm.TruncatedNormal.dist(mu=0.0, sigma=1.0, lower=2.0, upper=1.0), "truncnorm"),
+        (lambda: pm.StickBreakingWeights.dist(alpha=-1.0, K=3), "b <= 0"),
+        (lambda: pm.StickBreakingWeights.dist(alpha=1.0, K=-1), "K needs to be positive"),
+    ],
+)
+def test_pymc_random_variables_refuse_parameters_as_pymc(make, message):
+    var = make()
+    with pytest.raises(ValueError, match=message):
+        pm.draw(var, random_seed=1)
+    with pytest.raises(ValueError, match=message):
+        pm.draw(var, random_seed=1, mode="ONNX")
 
 
 def test_time_series_and_hurdle_draws_whose_scans_draw():

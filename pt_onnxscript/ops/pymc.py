@@ -1,6 +1,7 @@
 """PyMC's own Ops (pymc.distributions and pymc.math): the check that a matrix is positive
 definite (in LKJCorr's and Wishart's log-densities), the SciPy spline of Interpolated's
-density (SplineWrapper), ``pm.math.logdet`` and ``pm.math.batched_diag``.
+density (SplineWrapper), ``pm.math.logdet`` and ``pm.math.batched_diag``, and the random
+variables PyMC draws with NumPy or SciPy (ops/random.py's samplers and generator).
 
 Loaded by the registry when a PyMC Op is first looked up (PyMC is imported by then).
 """
@@ -9,17 +10,44 @@ import math
 
 import numpy as np
 import onnx_ir as ir
+from pymc.distributions.continuous import (
+    MoyalRV,
+    RiceRV,
+    SkewNormalRV,
+    SkewStudentTRV,
+    TruncatedNormalRV,
+    WaldRV,
+)
+from pymc.distributions.discrete import DiscreteUniformRV
 from pymc.distributions.dist_math import SplineWrapper
-from pymc.distributions.multivariate import PosDefMatrix
+from pymc.distributions.multivariate import MatrixNormalRV, PosDefMatrix, StickBreakingWeightsRV
 from pymc.math import BatchedDiag, LogDet
+from pytensor.graph.basic import Constant
 from pytensor.tensor.basic import alloc_diag
 from scipy.interpolate import splev
 
 from pt_onnxscript.ops import basic
 from pt_onnxscript.ops.common import any_of, constant, ints, raise_if
 from pt_onnxscript.ops.decompositions import NOT_FINITE, _non_finite
-from pt_onnxscript.ops.linalg import diagonal, lower_factor, lu_factor_blocked
+from pt_onnxscript.ops.linalg import diagonal, lower_factor, lu_factor_blocked, swap_last
+from pt_onnxscript.ops.random import (
+    Stream,
+    _f64,
+    _finite,
+    _float,
+    _int64,
+    _result,
+    _scipy_domain,
+    _support_shape,
+    beta_draws,
+    integers_between,
+    univariate,
+    wald,
+)
+from pt_onnxscript.ops.scalar.math import expm1, log1p
+from pt_onnxscript.ops.scalar.special import erfcinv, erfcx, log1mexp
 from pt_onnxscript.registry import register, register_check
+from pt_onnxscript.scripted import inline
 from pt_onnxscript.types import onnx_dtype
 
 # SciPy's message for a matrix its factorizations refuse.
@@ -40,7 +68,7 @@ def _square(g, node, x, exc_type: type[Exception], message: str):
     return raise_if(g, [differ], x, exc_type, message)
 
 
-def _finite(g, x, exc_type: type[Exception], message: str):
+def _raise_if_not_finite(g, x, exc_type: type[Exception], message: str):
     """x, made to raise ``exc_type(message)`` when an entry is NaN or infinite."""
     return raise_if(g, [_non_finite(g, x)], x, exc_type, message)
 
@@ -68,7 +96,8 @@ def pos_def_matrix(g, node, x):
     dtype = _factor_dtype(node.inputs[0])
     if node.inputs[0].type.dtype != dtype:
         x = g.Cast(x, to=onnx_dtype(dtype))
-    x = _finite(g, _square(g, node, x, ValueError, NOT_SQUARE), ValueError, NOT_FINITE)
+    x = _square(g, node, x, ValueError, NOT_SQUARE)
+    x = _raise_if_not_finite(g, x, ValueError, NOT_FINITE)
     factor = lower_factor(g, x, dtype, False, 2, node.inputs[0].type.shape[-1])
     return g.Not(any_of(g, g.IsNaN(diagonal(g, factor))))
 
@@ -103,7 +132,7 @@ def log_det(g, node, x):
     dtype = node.outputs[0].type.dtype
     rank = node.inputs[0].type.ndim
     x = _square(g, node, x, NotImplementedError, LOGDET_NOT_SQUARE)
-    x = _finite(g, x, ValueError, f"Failed to compute logdet ({NOT_FINITE})")
+    x = _raise_if_not_finite(g, x, ValueError, f"Failed to compute logdet ({NOT_FINITE})")
     packed, _, _ = lu_factor_blocked(g, x, dtype, rank, node.inputs[0].type.shape[-1])
     logs = g.Log(g.Abs(diagonal(g, packed)))
     return g.ReduceSum(g.Reshape(logs, ints(g, [-1])), ints(g, [0]), keepdims=0)
@@ -175,3 +204,202 @@ def spline(g, node, x):
         # of the end coefficients (inf - inf, or not).
         value = g.Where(g.IsInf(points), constant(g, np.nan, "float64"), value)
     return value if dtype == "float64" else g.Cast(value, to=onnx_dtype(dtype))
+
+
+# ---------------------------------------------------------------- random variables
+# Each is the textbook transformation SciPy's or NumPy's sampler makes, of ops/random.py's
+# uniforms and normals, with the parameter checks that raise there.
+
+
+def _scale_check(g, scale, name: str, *more_bad):
+    """SciPy's domain error where the scale is not >= 0 (NaN included) or `more_bad` holds."""
+    bad = g.Not(g.GreaterOrEqual(scale, _f64(g, 0.0)))
+    for flags in more_bad:
+        bad = g.Or(bad, flags)
+    return [(bad, ValueError, _scipy_domain(name))]
+
+
+@univariate(SkewNormalRV, lanes=2)
+def skewnormal(g, s, mu, sigma, alpha):
+    """mu + sigma z, SciPy's skewnorm: z = d x0 + sqrt(1 - d^2) x1 for normals x0, x1 and
+    d = alpha / sqrt(1 + alpha^2), negated where x0 < 0."""
+    x0, x1 = s.normal(g, 0, lane=0), s.normal(g, 0, lane=1)
+    d = g.Div(alpha, g.Sqrt(g.Add(_f64(g, 1.0), g.Mul(alpha, alpha))))
+    rest = g.Sqrt(g.Sub(_f64(g, 1.0), g.Mul(d, d)))
+    z = g.Add(g.Mul(d, x0), g.Mul(rest, x1))
+    z = g.Where(g.GreaterOrEqual(x0, _f64(g, 0.0)), z, g.Neg(z))
+    return g.Add(mu, g.Mul(sigma, z)), _scale_check(g, sigma, "skewnorm", g.Not(_finite(g, alpha)))
+
+
+@univariate(WaldRV, lanes=2)
+def shifted_wald(g, s, mu, lam, alpha):
+    """NumPy's wald(mu, lam) + alpha."""
+    draws, checks = wald(g, s, mu, lam)
+    return g.Add(draws, alpha), checks
+
+
+@univariate(RiceRV, lanes=2)
+def rice(g, s, b, sigma):
+    """sigma |(b / sqrt(2) + x0, b / sqrt(2) + x1)| for normals x0, x1 (SciPy's rice)."""
+    centre = g.Mul(b, _f64(g, 1 / np.sqrt(2)))
+    x0 = g.Add(centre, s.normal(g, 0, lane=0))
+    x1 = g.Add(centre, s.normal(g, 0, lane=1))
+    radius = g.Sqrt(g.Add(g.Mul(x0, x0), g.Mul(x1, x1)))
+    negative_b = g.Not(g.GreaterOrEqual(b, _f64(g, 0.0)))
+    return g.Mul(sigma, radius), _scale_check(g, sigma, "rice", negative_b)
+
+
+@univariate(MoyalRV)
+def moyal(g, s, mu, sigma):
+    """mu - sigma log(x^2) for a normal x (SciPy's -log of a gamma(1/2, scale=2) draw, which
+    is x^2)."""
+    x = s.normal(g, 0)
+    return g.Sub(mu, g.Mul(sigma, g.Log(g.Mul(x, x)))), _scale_check(g, sigma, "moyal")
+
+
+@univariate(SkewStudentTRV, lanes=6)
+def skew_student_t(g, s, a, b, mu, sigma):
+    """mu + sigma (2 d - 1) sqrt(a + b) / (2 sqrt(d (1 - d))) for a beta(a, b) draw d (SciPy's
+    jf_skew_t)."""
+    d = beta_draws(g, s, a, b)
+    one = _f64(g, 1.0)
+    top = g.Mul(g.Sub(g.Mul(_f64(g, 2.0), d), one), g.Sqrt(g.Add(a, b)))
+    bottom = g.Mul(_f64(g, 2.0), g.Sqrt(g.Mul(d, g.Sub(one, d))))
+    zero = _f64(g, 0.0)
+    bad_shapes = g.Or(g.Not(g.Greater(a, zero)), g.Not(g.Greater(b, zero)))
+    draws = g.Add(mu, g.Mul(sigma, g.Div(top, bottom)))
+    return draws, _scale_check(g, sigma, "jf_skew_t", bad_shapes)
+
+
+@register(DiscreteUniformRV)
+def discrete_uniform(g, node, rng, size, lower, upper):
+    """DiscreteUniformRV -> SciPy's randint(lower, upper + 1): the integers lower .. upper."""
+    lower, upper = _int64(g, node.inputs[2], lower), _int64(g, node.inputs[3], upper)
+    past = g.Add(upper, ints(g, 1))
+    return integers_between(g, node, rng, size, lower, past, (ValueError, _scipy_domain("randint")))
+
+
+# The log of the standard normal CDF, and its inverse (SciPy's log_ndtr and ndtri_exp), for
+# truncated normal draws in the tails: float64 values.
+_SQRT_HALF = 1 / np.sqrt(2)
+
+
+def _log_normal_tail(g, x):
+    """log Phi(-|x|) = log(erfcx(|x| / sqrt(2)) / 2) - x^2 / 2: no underflow however far."""
+    scaled = inline(g, erfcx, g.Mul(g.Abs(x), _f64(g, _SQRT_HALF)))
+    return g.Sub(g.Log(g.Mul(_f64(g, 0.5), scaled)), g.Mul(_f64(g, 0.5), g.Mul(x, x)))
+
+
+def _log_normal_cdfs(g, x):
+    """log Phi(x) and log Phi(-x), both from one tail: log Phi(-|x|), and log1p(-Phi(-|x|))
+    on the other side."""
+    tail = _log_normal_tail(g, x)
+    other = inline(g, log1mexp, tail)
+    negative = g.LessOrEqual(x, _f64(g, 0.0))
+    return g.Where(negative, tail, other), g.Where(negative, other, tail)
+
+
+def _inverse_log_normal_cdf(g, y):
+    """x with log Phi(x) = y <= 0: sqrt(2) erfcinv(2 q) for q = -expm1(y) < 1/2, -sqrt(2)
+    erfcinv(2 e^y) down to y = -700 (erfcinv is accurate in its tail), and below (e^y
+    underflows) the asymptotic x = -sqrt(-2 y - log(-2 y) - log(2 pi)), refined by three
+    Newton steps on log Phi(x) = y (slope sqrt(2 / pi) / erfcx(-x / sqrt(2)))."""
+    upper = g.Greater(y, _f64(g, -np.log(2.0)))
+    twice = g.Mul(_f64(g, 2.0), g.Where(upper, g.Neg(inline(g, expm1, y)), g.Exp(y)))
+    root = g.Mul(_f64(g, np.sqrt(2)), inline(g, erfcinv, twice))
+    moderate = g.Where(upper, root, g.Neg(root))
+    far = g.Mul(_f64(g, -2.0), g.Min(y, _f64(g, -700.0)))  # -2 y, clipped where unused
+    x = g.Neg(g.Sqrt(g.Sub(g.Sub(far, g.Log(far)), _f64(g, np.log(2 * np.pi)))))
+    for _ in range(3):
+        scaled = inline(g, erfcx, g.Mul(x, _f64(g, -_SQRT_HALF)))
+        log_cdf = g.Sub(g.Log(g.Mul(_f64(g, 0.5), scaled)), g.Mul(_f64(g, 0.5), g.Mul(x, x)))
+        step = g.Mul(g.Sub(log_cdf, y), g.Mul(scaled, _f64(g, np.sqrt(np.pi / 2))))
+        x = g.Sub(x, step)
+    return g.Where(g.Less(y, _f64(g, -700.0)), x, moderate)
+
+
+def _log_add(g, u, v):
+    """log(e^u + e^v)."""
+    top = g.Max(u, v)
+    return g.Add(top, inline(g, log1p, g.Exp(g.Neg(g.Abs(g.Sub(u, v))))))
+
+
+@univariate(TruncatedNormalRV)
+def truncated_normal(g, s, mu, sigma, lower, upper):
+    """mu + sigma x, x SciPy's truncnorm ppf of a uniform q, in logs (so that intervals far in
+    a tail keep their draws): for a = (lower - mu) / sigma < 0, log Phi(x) = log(Phi(a) + q m)
+    with m = Phi(b) - Phi(a); else the mirror image, from the right end with 1 - q. log m as
+    SciPy's _log_gauss_mass: from the log CDFs of the ends on the side of 0 the interval lies
+    (log Phi(b) + log1mexp(log Phi(a) - log Phi(b)), or mirrored), log1p(-Phi(a) - Phi(-b))
+    for an interval around 0."""
+    a, b = g.Div(g.Sub(lower, mu), sigma), g.Div(g.Sub(upper, mu), sigma)
+    log_a, log_not_a = _log_normal_cdfs(g, a)  # log Phi(a), log Phi(-a)
+    log_b, log_not_b = _log_normal_cdfs(g, b)
+    zero = _f64(g, 0.0)
+    left_mass = g.Add(log_b, inline(g, log1mexp, g.Sub(log_a, log_b)))
+    right_mass = g.Add(log_not_a, inline(g, log1mexp, g.Sub(log_not_b, log_not_a)))
+    central = inline(g, log1p, g.Neg(g.Add(g.Exp(log_a), g.Exp(log_not_b))))
+    mass = g.Where(g.Greater(a, zero), right_mass, central)
+    mass = g.Where(g.LessOrEqual(b, zero), left_mass, mass)
+    q = s.uniform(g, 0)
+    from_left = _log_add(g, log_a, g.Add(g.Log(q), mass))
+    from_right = _log_add(g, log_not_b, g.Add(inline(g, log1p, g.Neg(q)), mass))
+    is_left = g.Less(a, zero)
+    x = _inverse_log_normal_cdf(g, g.Where(is_left, from_left, from_right))
+    x = g.Where(is_left, x, g.Neg(x))
+    checks = _scale_check(g, sigma, "truncnorm", g.Not(g.Less(a, b)))
+    return g.Add(mu, g.Mul(sigma, x)), checks
+
+
+@register(MatrixNormalRV)
+def matrix_normal(g, node, rng, size, mu, rowchol, colchol):
+    """mu + rowchol z colchol^T for a standard normal matrix z (PyMC's rng_fn)."""
+    mu, rowchol, colchol = (
+        _float(g, var, x) for var, x in zip(node.inputs[2:], (mu, rowchol, colchol), strict=True)
+    )
+    zero = _f64(g, 0.0)
+
+    def batch():  # the parameters' batch dims, broadcast
+        shapes = [g.Shape(x, end=-2) for x in (mu, rowchol, colchol)]
+        return g.Shape(
+            g.Add(g.Add(*[g.Expand(zero, x) for x in shapes[:2]]), g.Expand(zero, shapes[2]))
+        )
+
+    core = g.Concat(g.Shape(rowchol, start=-1), g.Shape(colchol, start=-1), axis=0)
+    s = Stream(g, rng, _support_shape(g, node, size, batch, core))
+    column_factor = swap_last(g, colchol, node.inputs[4].type.ndim)
+    draws = g.Add(mu, g.MatMul(rowchol, g.MatMul(s.normal(g, 0), column_factor)))
+    return s.next_state, _result(g, node, draws, [])
+
+
+@register_check(StickBreakingWeightsRV)
+def _constant_k(node):
+    """PyMC's error at export for a constant negative K (the draw's shape would be negative)."""
+    k = node.inputs[3]
+    if isinstance(k, Constant) and np.any(k.data < 0):
+        raise ValueError(f"K needs to be positive. ({node})")
+
+
+@register(StickBreakingWeightsRV)
+def stick_breaking_weights(g, node, rng, size, alpha, k):
+    """PyMC's rng_fn: K draws beta(1, alpha), the weights beta_j prod_{i<j} (1 - beta_i), and
+    1 - their sum last."""
+    alpha = _float(g, node.inputs[2], alpha)
+    k = g.Reshape(_int64(g, node.inputs[3], k), ints(g, [1]))
+    shape = _support_shape(g, node, size, lambda: g.Shape(alpha), g.Add(k, ints(g, 1)))
+    count = g.Max(k, ints(g, [0]))  # a negative K raises below, not in a shape before
+    s = Stream(
+        g, rng, g.Concat(g.Slice(shape, ints(g, [0]), ints(g, [-1])), count, axis=0), lanes=6
+    )
+    alpha = g.Unsqueeze(alpha, ints(g, [-1]))
+    betas = beta_draws(g, s, g.Expand(_f64(g, 1.0), g.Shape(alpha)), alpha)
+    logs = g.Log(g.Sub(_f64(g, 1.0), betas))
+    before = g.Sub(g.CumSum(logs, ints(g, -1)), logs)  # sum over i < j of log(1 - beta_i)
+    weights = g.Mul(g.Exp(before), betas)
+    rest = g.Sub(_f64(g, 1.0), g.ReduceSum(weights, ints(g, [-1]), keepdims=1))
+    draws = g.Concat(weights, rest, axis=-1)
+    checks = [
+        (g.Less(k, ints(g, 0)), ValueError, "K needs to be positive."),
+        (g.Not(g.Greater(alpha, _f64(g, 0.0))), ValueError, "b <= 0"),
+    ]
+    return s.next_state, _result(g, node, draws, checks)

@@ -1020,11 +1020,18 @@ def multinomial(g, node, rng, size, n, p):
 
 @register(ptr.IntegersRV)
 def integers(g, node, rng, size, low, high):
-    """low + w mod (high - low) for a 64-bit word w, redrawn where w < 2^64 mod (high - low)
-    (those would favour the small remainders): exactly uniform, in unsigned 64-bit arithmetic
-    so that any int64 range works."""
-    int64 = ir.DataType.INT64
+    """IntegersRV -> `integers_between`."""
     low, high = _int64(g, node.inputs[2], low), _int64(g, node.inputs[3], high)
+    return integers_between(g, node, rng, size, low, high, (ValueError, "low >= high"))
+
+
+def integers_between(g, node, rng, size, low, high, empty_error):
+    """The next state and the draws of the random variable `node` (rng, size, ...) uniform on
+    the integers low <= k < high (int64 values), raising ``empty_error`` (an exception type
+    and a message) where high <= low: low + w mod (high - low) for a 64-bit word w, redrawn
+    where w < 2^64 mod (high - low) (those would favour the small remainders), exactly
+    uniform, in unsigned 64-bit arithmetic so that any int64 range works."""
+    int64 = ir.DataType.INT64
     shape = draw_shape(g, node, size, [low, high])
     s = Stream(g, rng, shape)
     width = g.Sub(g.Cast(high, to=U64), g.Cast(low, to=U64))
@@ -1042,7 +1049,7 @@ def integers(g, node, rng, size, low, high):
     dtype = node.outputs[1].type.dtype
     if dtype != "int64":
         draws = g.Cast(draws, to=onnx_dtype(dtype))
-    return s.next_state, raise_if(g, empty, draws, ValueError, "low >= high")
+    return s.next_state, raise_if(g, empty, draws, *empty_error)
 
 
 @register(ptr.CategoricalRV)
