@@ -494,6 +494,7 @@ def test_draw_and_prior_predictive_in_mode_onnx():
     np.testing.assert_array_equal(again["t"], ours["t"])
 
 
+WISHART_SCALE = np.array([[2.0, 0.5, 0.1], [0.5, 1.0, 0.2], [0.1, 0.2, 1.5]])
 PYMC_RVS = {
     "skew_normal": lambda: pm.SkewNormal.dist(mu=1.0, sigma=2.0, alpha=-3.0, shape=3),
     "wald": lambda: pm.Wald.dist(mu=1.0, lam=2.0, alpha=0.5, shape=3),
@@ -508,6 +509,8 @@ PYMC_RVS = {
         shape=(2, 2, 3),
     ),
     "stick_breaking_weights": lambda: pm.StickBreakingWeights.dist(alpha=[0.5, 3.0], K=3),
+    # nu truncated to 3, as PyMC's rng_fn does
+    "wishart": lambda: pm.Wishart.dist(nu=3.7, V=WISHART_SCALE, size=(2,)),
     "truncated_normal": lambda: pm.TruncatedNormal.dist(
         mu=[0.0, 1.0, -1.0], sigma=[1.0, 2.0, 0.5], lower=[-1.0, -np.inf, 0.0], upper=2.0
     ),
@@ -548,6 +551,7 @@ def test_truncated_normal_draws_in_either_tail():
         (lambda: pm.TruncatedNormal.dist(mu=0.0, sigma=1.0, lower=2.0, upper=1.0), "truncnorm"),
         (lambda: pm.StickBreakingWeights.dist(alpha=-1.0, K=3), "b <= 0"),
         (lambda: pm.StickBreakingWeights.dist(alpha=1.0, K=-1), "K needs to be positive"),
+        (lambda: pm.Wishart.dist(nu=2, V=WISHART_SCALE), "Degrees of freedom must be greater"),
     ],
 )
 def test_pymc_random_variables_refuse_parameters_as_pymc(make, message):
@@ -556,6 +560,13 @@ def test_pymc_random_variables_refuse_parameters_as_pymc(make, message):
         pm.draw(var, random_seed=1)
     with pytest.raises(ValueError, match=message):
         pm.draw(var, random_seed=1, mode="ONNX")
+
+
+def test_wishart_of_a_scale_that_is_not_positive_definite_raises_as_scipy():
+    var = pm.Wishart.dist(nu=5, V=np.array([[1.0, 2.0], [2.0, 1.0]]))
+    for mode in (None, "ONNX"):
+        with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+            pm.draw(var, random_seed=1, mode=mode)
 
 
 def test_time_series_and_hurdle_draws_whose_scans_draw():

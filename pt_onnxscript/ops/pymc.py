@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import onnx_ir as ir
+from numpy.linalg import LinAlgError
 from pymc.distributions.continuous import (
     MoyalRV,
     RiceRV,
@@ -20,7 +21,12 @@ from pymc.distributions.continuous import (
 )
 from pymc.distributions.discrete import DiscreteUniformRV
 from pymc.distributions.dist_math import SplineWrapper
-from pymc.distributions.multivariate import MatrixNormalRV, PosDefMatrix, StickBreakingWeightsRV
+from pymc.distributions.multivariate import (
+    MatrixNormalRV,
+    PosDefMatrix,
+    StickBreakingWeightsRV,
+    WishartRV,
+)
 from pymc.math import BatchedDiag, LogDet
 from pytensor.graph.basic import Constant
 from pytensor.tensor.basic import alloc_diag
@@ -31,6 +37,7 @@ from pt_onnxscript.ops.common import any_of, constant, ints, raise_if
 from pt_onnxscript.ops.decompositions import NOT_FINITE, _non_finite
 from pt_onnxscript.ops.linalg import diagonal, lower_factor, lu_factor_blocked, swap_last
 from pt_onnxscript.ops.random import (
+    F64,
     Stream,
     _f64,
     _finite,
@@ -41,6 +48,7 @@ from pt_onnxscript.ops.random import (
     _support_shape,
     beta_draws,
     integers_between,
+    log_standard_gamma,
     univariate,
     wald,
 )
@@ -401,5 +409,49 @@ def stick_breaking_weights(g, node, rng, size, alpha, k):
     checks = [
         (g.Less(k, ints(g, 0)), ValueError, "K needs to be positive."),
         (g.Not(g.Greater(alpha, _f64(g, 0.0))), ValueError, "b <= 0"),
+    ]
+    return s.next_state, _result(g, node, draws, checks)
+
+
+@register(WishartRV)
+def wishart(g, node, rng, size, nu, scale):
+    """(L A)(L A)^T, SciPy's Bartlett decomposition: L the Cholesky factor of `scale`, A lower
+    triangular with sqrt(chi2(nu - i)) = sqrt(2 G), G a gamma(nu - i) / 2 draw, on row i of
+    its diagonal and standard normals below; nu truncated to an integer, as PyMC's rng_fn
+    does."""
+    nu = g.Cast(g.Cast(_float(g, node.inputs[2], nu), to=ir.DataType.INT64), to=F64)
+    scale = _float(g, node.inputs[3], scale)
+    rank = node.inputs[3].type.ndim
+    zero = _f64(g, 0.0)
+
+    def batch():  # the parameters' batch dims, broadcast
+        return g.Shape(g.Add(g.Expand(zero, g.Shape(nu)), g.Expand(zero, g.Shape(scale, end=-2))))
+
+    dim = g.Shape(scale, start=-1)
+    s = Stream(g, rng, _support_shape(g, node, size, batch, g.Concat(dim, dim, axis=0)), lanes=4)
+    index = g.Cast(g.Range(ints(g, 0), g.Squeeze(dim, ints(g, [0])), ints(g, 1)), to=F64)
+    row, column = g.Unsqueeze(index, ints(g, [-1])), index
+    nu = g.Unsqueeze(g.Unsqueeze(nu, ints(g, [-1])), ints(g, [-1]))
+    # Every entry draws a gamma of shape (nu - i) / 2, used on the diagonal only: 1 elsewhere
+    # and where nu is too small (that raises below).
+    shape = g.Mul(g.Sub(nu, row), _f64(g, 0.5))
+    on_diagonal = g.Equal(row, column)
+    shape = g.Where(g.And(on_diagonal, g.Greater(shape, zero)), shape, _f64(g, 1.0))
+    log_gamma = log_standard_gamma(g, s, g.Expand(shape, s.shape), lane=1)
+    diagonal_entries = g.Exp(g.Mul(_f64(g, 0.5), g.Add(log_gamma, _f64(g, np.log(2.0)))))
+    below = g.Where(g.Greater(row, column), s.normal(g, 0), zero)
+    a = g.Where(on_diagonal, diagonal_entries, below)
+    factor = g.MatMul(
+        lower_factor(g, scale, "float64", True, rank, node.inputs[3].type.shape[-1]), a
+    )
+    draws = g.MatMul(factor, swap_last(g, factor, node.outputs[1].type.ndim))
+    size_of = g.Cast(g.Squeeze(dim, ints(g, [0])), to=F64)
+    checks = [
+        (
+            g.LessOrEqual(nu, g.Sub(size_of, _f64(g, 1.0))),
+            ValueError,
+            "Degrees of freedom must be greater than the dimension of scale matrix minus 1.",
+        ),
+        (g.IsNaN(factor), LinAlgError, "leading minor of the array is not positive definite"),
     ]
     return s.next_state, _result(g, node, draws, checks)
