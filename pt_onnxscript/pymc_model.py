@@ -133,6 +133,7 @@ def export_prior_predictive(model, path=None, *, var_names=None, opset: int | No
     from pymc.sampling.forward import compile_forward_sampling_function
     from pymc.util import get_default_varnames
     from pytensor.compile.mode import Mode
+    from pytensor.graph.traversal import ancestors
 
     from pt_onnxscript.export import export_onnx
     from pt_onnxscript.linker import onnx_rewrites
@@ -155,17 +156,26 @@ def export_prior_predictive(model, path=None, *, var_names=None, opset: int | No
         givens_dict=None,
         mode=Mode(linker="py", optimizer=onnx_rewrites()),
     )
-    # Name each generator after the variable it draws (PyMC's are unnamed) for the export.
+    # Name each generator after the variable it draws (PyMC's are unnamed) for the export:
+    # the variable a draw of it gives, else the first variable whose graph reads it (a Scan
+    # that draws, a distribution built of several draws).
+    fgraph = sampler.maker.fgraph
+    readers: dict = {}
+    for name, out in zip(names, fgraph.outputs, strict=False):
+        for var in ancestors([out]):
+            readers.setdefault(var, name)
     states = []
-    for spec, var in zip(sampler.maker.inputs, sampler.maker.fgraph.inputs, strict=True):
+    for spec, var in zip(sampler.maker.inputs, fgraph.inputs, strict=True):
         if spec.shared and is_random_state(var):
             drawn = [
                 out.name
-                for client, _ in sampler.maker.fgraph.clients[var]
+                for client, _ in fgraph.clients[var]
                 for out in client.outputs[1:]
                 if out.name
             ]
-            states.append((spec.variable, f"{drawn[0] if drawn else 'random'}_rng"))
+            states.append(
+                (spec.variable, f"{drawn[0] if drawn else readers.get(var, 'random')}_rng")
+            )
     old_names = [variable.name for variable, _ in states]
     try:
         for variable, name in states:

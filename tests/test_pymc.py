@@ -511,6 +511,8 @@ PYMC_RVS = {
     "stick_breaking_weights": lambda: pm.StickBreakingWeights.dist(alpha=[0.5, 3.0], K=3),
     # nu truncated to 3, as PyMC's rng_fn does
     "wishart": lambda: pm.Wishart.dist(nu=3.7, V=WISHART_SCALE, size=(2,)),
+    # PyTensor's own random variables, in a graph of set_subtensors
+    "lkj_corr": lambda: pm.LKJCorr.dist(n=3, eta=2.0),
     "truncated_normal": lambda: pm.TruncatedNormal.dist(
         mu=[0.0, 1.0, -1.0], sigma=[1.0, 2.0, 0.5], lower=[-1.0, -np.inf, 0.0], upper=2.0
     ),
@@ -518,11 +520,14 @@ PYMC_RVS = {
 
 
 @pytest.mark.parametrize("make", PYMC_RVS.values(), ids=PYMC_RVS.keys())
-def test_pymc_random_variables_draw_as_pymc(make):
+def test_pymc_random_variables_draw_as_pymc(make, caplog):
     """PyMC's own random variables (their rng_fn call NumPy or SciPy) draw in mode "ONNX" with
-    PyMC's law (KS against PyMC's draws) and dtype, and, with the same seed, the same draws."""
+    PyMC's law (KS against PyMC's draws) and dtype, and, with the same seed, the same draws.
+    Every value of the model keeps its type (onnx-ir warns of one with a shape and none)."""
     var = make()
-    ours = pm.draw(var, draws=3000, random_seed=1, mode="ONNX")
+    with caplog.at_level("WARNING", logger="onnx_ir"):
+        ours = pm.draw(var, draws=3000, random_seed=1, mode="ONNX")
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
     assert_same_distribution(ours, pm.draw(var, draws=3000, random_seed=2), var.owner.op.name)
     np.testing.assert_array_equal(pm.draw(var, draws=5, random_seed=1, mode="ONNX"), ours[:5])
 
@@ -637,6 +642,21 @@ def test_posterior_predictive_in_mode_onnx():
     y = ours.posterior_predictive["y"].values
     assert y.shape == (2, 500, 4)
     assert kstest(y.ravel() - 3.0, "norm").pvalue > 1e-3
+
+
+def test_exported_prior_predictive_names_each_state_after_its_variable():
+    """A generator is named after the variable whose graph draws from it, also where no draw
+    of it is that variable (AR's Scan and initial draw, LKJCorr's several draws): no state is
+    left as "random_rng"."""
+    with pm.Model() as model:
+        pm.AR("ar", rho=[0.5], sigma=1.0, init_dist=pm.Normal.dist(0, 1), steps=4)
+        pm.LKJCorr("corr", n=3, eta=2.0)
+        pm.Normal("mu")
+    proto = export_prior_predictive(model)
+    assert sorted(initial_states(proto, seed=0)) == ["ar_rng", "ar_rng_1", "corr_rng", "mu_rng"]
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    ar, corr, mu, *_ = session.run(None, initial_states(proto, seed=0))
+    assert ar.shape == (5,) and corr.shape == (3,) and mu.shape == ()
 
 
 def test_exported_prior_predictive_runs_without_pymc(tmp_path):

@@ -370,8 +370,8 @@ def _set_or_increment(g, node, x, y, read, *, unique: bool):
         else:
             result = _scatter_last(g, x_flat, positions, values)
     result = g.Reshape(result, g.Shape(x), allowzero=1)
-    if x.shape is not None:
-        result.shape = ir.Shape(x.shape.dims)
+    if x.shape is not None:  # with its type: onnx-ir does not write a shape without one
+        result.type, result.shape = ir.TensorType(onnx_dtype(dtype)), ir.Shape(x.shape.dims)
     return result
 
 
