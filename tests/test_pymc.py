@@ -494,6 +494,7 @@ def test_draw_and_prior_predictive_in_mode_onnx():
     np.testing.assert_array_equal(again["t"], ours["t"])
 
 
+INTERPOLATION_GRID = np.linspace(-3, 3, 40)
 WISHART_SCALE = np.array([[2.0, 0.5, 0.1], [0.5, 1.0, 0.2], [0.1, 0.2, 1.5]])
 PYMC_RVS = {
     "skew_normal": lambda: pm.SkewNormal.dist(mu=1.0, sigma=2.0, alpha=-3.0, shape=3),
@@ -511,6 +512,9 @@ PYMC_RVS = {
     "stick_breaking_weights": lambda: pm.StickBreakingWeights.dist(alpha=[0.5, 3.0], K=3),
     # nu truncated to 3, as PyMC's rng_fn does
     "wishart": lambda: pm.Wishart.dist(nu=3.7, V=WISHART_SCALE, size=(2,)),
+    "interpolated": lambda: pm.Interpolated.dist(
+        INTERPOLATION_GRID, np.exp(-(INTERPOLATION_GRID**2) / 2) + 0.1, shape=3
+    ),
     # PyTensor's own random variables, in a graph of set_subtensors
     "lkj_corr": lambda: pm.LKJCorr.dist(n=3, eta=2.0),
     "truncated_normal": lambda: pm.TruncatedNormal.dist(

@@ -12,6 +12,7 @@ import numpy as np
 import onnx_ir as ir
 from numpy.linalg import LinAlgError
 from pymc.distributions.continuous import (
+    InterpolatedRV,
     MoyalRV,
     RiceRV,
     SkewNormalRV,
@@ -455,3 +456,38 @@ def wishart(g, node, rng, size, nu, scale):
         (g.IsNaN(factor), LinAlgError, "leading minor of the array is not positive definite"),
     ]
     return s.next_state, _result(g, node, draws, checks)
+
+
+@register_check(InterpolatedRV)
+def _unbatched_points(node):
+    if any(d != 1 for var in node.inputs[2:] for d in var.type.shape[:-1]):
+        return "Interpolated draws for batched points (PyMC's rng_fn raises NotImplementedError)"
+    return None
+
+
+@register(InterpolatedRV)
+def interpolated(g, node, rng, size, x, pdf, cdf):
+    """PyMC's _interpolated_argcdf of a uniform p: on the segment i with cdf[i] < p <=
+    cdf[i + 1], where the density is linear, x[i] + t with cdf[i] + pdf[i] t + slope t^2 / 2
+    = p, by the quadratic's root (p - cdf[i]) / pdf[i] where |slope| <= 1e-8 (0 where
+    |pdf[i]| <= 1e-8, as there)."""
+    x, pdf, cdf = (
+        g.Reshape(_float(g, var, v), ints(g, [-1]))
+        for var, v in zip(node.inputs[2:], (x, pdf, cdf), strict=True)
+    )
+    s = Stream(g, rng, _support_shape(g, node, size, lambda: ints(g, []), ints(g, [])))
+    p = s.uniform(g, 0)
+    below = g.Less(cdf, g.Unsqueeze(p, ints(g, [-1])))
+    count = g.ReduceSum(g.Cast(below, to=ir.DataType.INT64), ints(g, [-1]), keepdims=0)
+    last = g.Sub(g.Shape(x), ints(g, [2]))  # the last segment (PyMC's would index past it)
+    index = g.Min(g.Max(g.Sub(count, ints(g, 1)), ints(g, 0)), g.Squeeze(last, ints(g, [0])))
+    after = g.Add(index, ints(g, 1))
+    x0, f0, c0 = (g.Gather(v, index, axis=0) for v in (x, pdf, cdf))
+    slope = g.Div(g.Sub(g.Gather(pdf, after, axis=0), f0), g.Sub(g.Gather(x, after, axis=0), x0))
+    rest = g.Sub(p, c0)
+    tiny = _f64(g, 1e-8)
+    flat = g.Where(g.LessOrEqual(g.Abs(f0), tiny), _f64(g, 0.0), g.Div(rest, f0))
+    root = g.Sqrt(g.Add(g.Mul(f0, f0), g.Mul(g.Mul(_f64(g, 2.0), slope), rest)))
+    curved = g.Div(g.Sub(root, f0), slope)
+    draws = g.Add(x0, g.Where(g.LessOrEqual(g.Abs(slope), tiny), flat, curved))
+    return s.next_state, _result(g, node, draws, [])
