@@ -161,7 +161,7 @@ def export_prior_predictive(model, path=None, *, var_names=None, opset: int | No
     # that draws, a distribution built of several draws).
     fgraph = sampler.maker.fgraph
     readers: dict = {}
-    for name, out in zip(names, fgraph.outputs, strict=False):
+    for name, out in zip(names, fgraph.outputs, strict=False):  # then the updated states
         for var in ancestors([out]):
             readers.setdefault(var, name)
     states = []
