@@ -426,6 +426,18 @@ def test_scipy_splines_and_their_derivatives(k, ext, dtype):
             f(outside[:1])
 
 
+def test_a_spline_wrapper_of_another_scipy_spline_is_refused_by_name():
+    from pymc.distributions.dist_math import SplineWrapper
+    from scipy.interpolate import CubicSpline
+
+    from pt_onnxscript.errors import UnsupportedOpError
+
+    x = pt.dvector("x")
+    op = SplineWrapper(CubicSpline(np.arange(5.0), np.arange(5.0) ** 2))
+    with pytest.raises(UnsupportedOpError, match="SplineWrapper of a CubicSpline"):
+        pytensor.function([x], op(x), mode="ONNX")
+
+
 def test_export_of_a_model_without_free_variables_says_so():
     with pm.Model() as model:
         pm.Normal("y", 0, 1, observed=[0.5])

@@ -31,7 +31,7 @@ from pymc.distributions.multivariate import (
 from pymc.math import BatchedDiag, LogDet
 from pytensor.graph.basic import Constant
 from pytensor.tensor.basic import alloc_diag
-from scipy.interpolate import splev
+from scipy.interpolate import UnivariateSpline, splev
 
 from pt_onnxscript.ops import basic
 from pt_onnxscript.ops.common import any_of, constant, ints, raise_if
@@ -162,6 +162,9 @@ OUT_OF_DOMAIN = "Found x value not in the domain"
 
 @register_check(SplineWrapper)
 def _check_spline(node):
+    if not isinstance(node.op.spline, UnivariateSpline):
+        name = type(node.op.spline).__name__
+        return f"a SplineWrapper of a {name} (translated: SciPy's UnivariateSpline, as PyMC makes)"
     dtype = node.inputs[0].type.dtype
     if not dtype.startswith("float"):
         return (
@@ -180,7 +183,7 @@ def spline(g, node, x):
     extrapolated, 0, SciPy's ValueError, or the value at the nearer end. SciPy evaluates in
     float64, and so does this; float32 points get float32 values, as PyMC's Op casts them."""
     dtype = node.outputs[0].type.dtype
-    t, c, k = node.op.spline._eval_args
+    t, c, k = node.op.spline._eval_args  # the (knots, coefficients, degree) splev reads
     ext = node.op.spline.ext
     starts = t[k : len(t) - k - 1]  # the left ends of the knot intervals, t[k] the first
     taylor = np.stack([splev(starts, (t, c, k), der=m) / math.factorial(m) for m in range(k + 1)])
