@@ -29,8 +29,10 @@ _builtins = "unloaded"
 
 # Translations of Ops that other libraries define, by the library's top-level module: loaded
 # when one of its Op classes is first looked up or registered (the library is imported by
-# then), so an export that meets none of them does not import the library.
+# then), so an export that meets none of them does not import the library. The classes
+# already looked at (their bases included), so that a lookup checks one class, once.
 _library_translations = {"pymc": "pt_onnxscript.ops.pymc"}
+_classes_seen: set[type] = set()
 
 
 def load_builtins() -> None:
@@ -47,21 +49,24 @@ def load_builtins() -> None:
     _builtins = "loaded"
 
 
-def _load_library_translations(cls: type) -> None:
-    """Register the package's translations of the Ops of the library that defines `cls`, if it
-    has some and they are not loaded yet."""
-    library = cls.__module__.partition(".")[0]
-    if library in _library_translations:
-        importlib.import_module(_library_translations.pop(library))
+def _load_library_translations(op_class: type) -> None:
+    """Register the package's translations of the Ops of the libraries that define `op_class`
+    and its bases, where there are some not loaded yet; once per class."""
+    if op_class in _classes_seen:
+        return
+    _classes_seen.add(op_class)
+    for cls in op_class.__mro__:
+        library = cls.__module__.partition(".")[0]
+        if library in _library_translations:
+            importlib.import_module(_library_translations.pop(library))
 
 
 def _registrar(table: dict[type, Translation], op_classes: tuple[type, ...], replace: bool):
     def decorator(translation: Translation) -> Translation:
         load_builtins()  # so that a user's registration meets (and may replace) the package's
         for cls in op_classes:
-            if isinstance(cls, type):
+            if isinstance(cls, type):  # not a register_function name
                 _load_library_translations(cls)
-        for cls in op_classes:
             if cls in table and not replace:
                 name = getattr(cls, "__name__", cls)
                 raise ValueError(
@@ -121,8 +126,8 @@ def check_for(op) -> Callable | None:
 def lookup(table: dict[type, object], op):
     """The entry of `table` for the class of `op` or its nearest base class (None if none)."""
     load_builtins()
+    _load_library_translations(type(op))
     for cls in type(op).__mro__:
-        _load_library_translations(cls)
         if cls in table:
             return table[cls]
     return None
@@ -134,8 +139,8 @@ def translated_as_inner_graph(op: Op) -> bool:
     from pytensor.compile.builders import OpFromGraph
 
     load_builtins()
+    _load_library_translations(type(op))
     for cls in type(op).__mro__:
-        _load_library_translations(cls)
         if cls in _translations:
             return cls is OpFromGraph
     return False
