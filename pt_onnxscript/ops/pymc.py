@@ -34,7 +34,7 @@ from pytensor.tensor.basic import alloc_diag
 from scipy.interpolate import UnivariateSpline, splev
 
 from pt_onnxscript.ops import basic
-from pt_onnxscript.ops.common import any_of, constant, ints, raise_if
+from pt_onnxscript.ops.common import any_of, broadcast_shape, constant, ints, raise_if
 from pt_onnxscript.ops.decompositions import NOT_FINITE, _non_finite
 from pt_onnxscript.ops.linalg import diagonal, lower_factor, lu_factor_blocked, swap_last
 from pt_onnxscript.ops.random import (
@@ -369,13 +369,9 @@ def matrix_normal(g, node, rng, size, mu, rowchol, colchol):
     mu, rowchol, colchol = (
         _float(g, var, x) for var, x in zip(node.inputs[2:], (mu, rowchol, colchol), strict=True)
     )
-    zero = _f64(g, 0.0)
 
     def batch():  # the parameters' batch dims, broadcast
-        shapes = [g.Shape(x, end=-2) for x in (mu, rowchol, colchol)]
-        return g.Shape(
-            g.Add(g.Add(*[g.Expand(zero, x) for x in shapes[:2]]), g.Expand(zero, shapes[2]))
-        )
+        return broadcast_shape(g, [g.Shape(x, end=-2) for x in (mu, rowchol, colchol)])
 
     core = g.Concat(g.Shape(rowchol, start=-1), g.Shape(colchol, start=-1), axis=0)
     s = Stream(g, rng, _support_shape(g, node, size, batch, core))
@@ -429,7 +425,7 @@ def wishart(g, node, rng, size, nu, scale):
     zero = _f64(g, 0.0)
 
     def batch():  # the parameters' batch dims, broadcast
-        return g.Shape(g.Add(g.Expand(zero, g.Shape(nu)), g.Expand(zero, g.Shape(scale, end=-2))))
+        return broadcast_shape(g, [g.Shape(nu), g.Shape(scale, end=-2)])
 
     dim = g.Shape(scale, start=-1)
     s = Stream(g, rng, _support_shape(g, node, size, batch, g.Concat(dim, dim, axis=0)), lanes=4)

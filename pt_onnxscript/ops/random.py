@@ -24,7 +24,7 @@ from onnxscript import opset18 as op
 from pytensor.tensor.random import basic as ptr
 from pytensor.tensor.type_other import NoneTypeT
 
-from pt_onnxscript.ops.common import constant, ints, loop, raise_if, where
+from pt_onnxscript.ops.common import broadcast_shape, constant, ints, loop, raise_if, where
 from pt_onnxscript.ops.decompositions import jacobi_svd, symmetric_eigen
 from pt_onnxscript.ops.linalg import lower_factor, symmetric
 from pt_onnxscript.ops.scalar.math import arctan2, log1p
@@ -1130,15 +1130,12 @@ def _covariance_factor(g, node, cov):
 def multivariate_normal(g, node, rng, size, mean, cov):
     """mean + A z, A A^T = cov (by the node's method) and z standard normal (NumPy's way)."""
     mean, cov = _float(g, node.inputs[2], mean), _float(g, node.inputs[3], cov)
-    zero = _f64(g, 0.0)
     shape = _support_shape(
         g,
         node,
         size,
-        # The batch dims of mean and cov broadcast: those of zeros of each one's batch shape.
-        lambda: g.Shape(
-            g.Add(g.Expand(zero, g.Shape(mean, end=-1)), g.Expand(zero, g.Shape(cov, end=-2)))
-        ),
+        # The batch dims of mean and cov, broadcast.
+        lambda: broadcast_shape(g, [g.Shape(mean, end=-1), g.Shape(cov, end=-2)]),
         g.Shape(mean, start=-1),
     )
     s = Stream(g, rng, shape)
@@ -1183,7 +1180,7 @@ def choice_without_replacement(g, node, rng, size, a, *rest):
         leading = [g.Shape(a, end=a_batch)]
         if p is not None:
             leading.append(g.Shape(p, end=a_batch))
-        batch = _batch_shape(g, [g.ConstantOfShape(shape) for shape in leading])
+        batch = broadcast_shape(g, leading)
     if scalar:
         sizes = g.Expand(g.Cast(a, to=int64), batch)  # each entry's population
         if p is not None:
