@@ -359,6 +359,7 @@ class _ByRoot:
         for rule in self._rules:
             if rule.graph_post_visitor:
                 rule.graph_post_visitor()
+            _forget_last_match(rule)
 
     def try_rewrite(self, model, graph_or_function, node, **kwargs):
         for rule in self._by_root.get((node.domain or "", node.op_type), ()):
@@ -368,6 +369,22 @@ class _ByRoot:
                 self.as_function = rule.as_function
                 return delta
         return None
+
+
+# What onnxscript's SimplePatternMatcher keeps of the last node it tried (0.7.2): the graph,
+# the node and the match result, each reaching the whole model.
+_MATCH_STATE = ("_graph", "_current_node", "_match", "_tracer")
+
+
+def _forget_last_match(rule) -> None:
+    """Drop what `rule`'s matcher keeps of the graph it last tried. The rules are module-level
+    objects (EXACT_RULES), so an export's whole model, its weights and folded constants
+    included, stayed alive after the export returned, until the next export's rewrites
+    replaced it; each match sets these again before reading them."""
+    state = getattr(getattr(rule, "_matcher", None), "__dict__", {})
+    for name in _MATCH_STATE:
+        if name in state:
+            state[name] = None
 
 
 def _fails_on_constants(node: ir.Node) -> bool:

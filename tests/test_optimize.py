@@ -677,3 +677,27 @@ def test_a_slice_of_one_index_along_a_static_axis_is_a_gather(rng, opset):
     ]
     compare_onnx_and_py([x], outputs, [rng.normal(size=(3, 4, 5))], opset=opset)
     compare_onnx_and_py([x], outputs, [np.zeros((0, 4, 5))], opset=opset)
+
+
+@pytest.mark.parametrize("how", ["export", "mode ONNX"])
+def test_nothing_of_an_exported_model_stays_alive(how):
+    """onnxscript's rewrite rules are module-level objects whose matchers kept the graph, node
+    and match they last tried: each export's whole model, its weights included, stayed alive
+    after the export (or the compiled function) was gone, until the next export."""
+    import gc
+
+    x = pt.matrix("x", shape=(None, 3))
+    w = pytensor.shared(np.ones((3, 3)), name="probe_weight")
+    y = pt.maximum(x @ w + 1, 0)  # a Relu: the rules for Relu are tried
+    if how == "export":
+        export_onnx(pytensor.function([x], y))
+    else:
+        fn = pytensor.function([x], y, mode="ONNX")
+        np.testing.assert_array_equal(fn(np.ones((2, 3))), np.full((2, 3), 4.0))
+        del fn
+    del w, y
+    gc.collect()
+    alive = [
+        obj for obj in gc.get_objects() if isinstance(obj, ir.Value) and obj.name == "probe_weight"
+    ]
+    assert not alive
