@@ -1,6 +1,7 @@
 """Import time: `import pt_onnxscript` beside `import pytensor.tensor` (what it builds on), and
-what the first export then adds, each in a fresh interpreter, rounds interleaved, one thread,
-median wall and CPU seconds.
+what the first export then adds (of a graph calling no scripted function, and of one calling
+gammaln, which converts the scripted functions it uses), each in a fresh interpreter, rounds
+interleaved, one thread, median wall and CPU seconds.
 
     python benchmarks/import_time.py
 """
@@ -22,6 +23,12 @@ STATEMENTS = {
         "from pt_onnxscript import export_onnx\n"
         "x = pt.vector('x')\n"
         "export_onnx(([x], pt.exp(x)), None)"
+    ),
+    "+ first export of gammaln (converts its scripted functions)": (
+        "import pt_onnxscript, pytensor.tensor as pt\n"
+        "from pt_onnxscript import export_onnx\n"
+        "x = pt.vector('x')\n"
+        "export_onnx(([x], pt.gammaln(x)), None)"
     ),
 }
 

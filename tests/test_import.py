@@ -106,3 +106,38 @@ def test_pymc_is_imported_only_for_its_own_ops():
         """
     )
     assert out.split() == ["False", "True", "False"]
+
+
+def test_scripted_functions_are_converted_at_their_first_use():
+    """onnxscript converts a scripted function from its source; the translations' ~125 are
+    converted when a graph first needs them, not all at the first export (~0.65 s). A
+    function converts the scripted functions it calls (gammaln: its positive branch, the
+    sine of its reflection, the test for a branch some element takes)."""
+    out = _run(
+        """
+        import sys, numpy as np, onnxscript, pytensor.tensor as pt
+        from pt_onnxscript import export_onnx
+        from pt_onnxscript.scripted import Scripted
+
+        def converted():
+            names = set()
+            for name, module in list(sys.modules.items()):
+                if name.startswith("pt_onnxscript.ops"):
+                    for value in vars(module).values():
+                        if isinstance(value, onnxscript.OnnxFunction):
+                            names.add(value.name)
+                        elif isinstance(value, Scripted) and value._converted is not None:
+                            names.add(value.__name__)
+            return sorted(names)
+
+        x = pt.dvector("x")
+        export_onnx(([x], [pt.exp(x) + 1]))
+        print(converted())
+        export_onnx(([x], [pt.gammaln(x)]))
+        print(converted())
+        """
+    )
+    assert out.splitlines() == [
+        "[]",
+        "['_lgamma_positive', '_sin_small', '_some', 'gammaln']",
+    ]

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 from numpy.linalg import LinAlgError
-from onnxscript import UINT64, script
+from onnxscript import UINT64
 from onnxscript import opset18 as op
 from pytensor.tensor.random import basic as ptr
 from pytensor.tensor.type_other import NoneTypeT
@@ -30,7 +30,7 @@ from pt_onnxscript.ops.linalg import lower_factor, symmetric
 from pt_onnxscript.ops.scalar.math import arctan2, log1p
 from pt_onnxscript.ops.scalar.special import gammaln
 from pt_onnxscript.registry import register, register_check
-from pt_onnxscript.scripted import inline
+from pt_onnxscript.scripted import inline, script
 from pt_onnxscript.types import onnx_dtype
 
 # ---------------------------------------------------------------- Philox4x32-10

@@ -25,7 +25,6 @@ from onnxscript import (
     UINT16,
     UINT32,
     UINT64,
-    script,
 )
 from onnxscript import opset18 as op18
 from pytensor.graph.basic import Constant
@@ -36,7 +35,7 @@ from pt_onnxscript.ops.scalar.constants import LN2
 from pt_onnxscript.opsets import at_least
 from pt_onnxscript.registry import lookup, register_scalar
 from pt_onnxscript.runtime_gaps import kernel_dtype
-from pt_onnxscript.scripted import inline
+from pt_onnxscript.scripted import inline, script
 from pt_onnxscript.translate import translate_inner_graph
 from pt_onnxscript.types import onnx_dtype
 

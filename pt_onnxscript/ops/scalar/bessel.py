@@ -17,13 +17,14 @@ import math
 
 import numpy as np
 import pytensor.scalar.math as psm
-from onnxscript import DOUBLE, script
+from onnxscript import DOUBLE
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import inline_in_float64
 from pt_onnxscript.ops.scalar.constants import NAN
 from pt_onnxscript.ops.scalar.math import cos_float64, sin_float64
 from pt_onnxscript.registry import register_function, register_scalar
+from pt_onnxscript.scripted import script
 
 # Chebyshev coefficients of exp(-x) I0(x) on [0, 8] and of exp(-x) sqrt(x) I0(x) on [8, inf)
 # in 32/x (Cephes i0.c).

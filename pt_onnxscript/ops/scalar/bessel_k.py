@@ -24,7 +24,7 @@ there. kve(v, 0) is inf, kve of a negative x is NaN, and kve(-v, x) = kve(v, x).
 
 import numpy as np
 import pytensor.scalar.math as psm
-from onnxscript import DOUBLE, script
+from onnxscript import DOUBLE
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import inline_in_float64
@@ -32,6 +32,7 @@ from pt_onnxscript.ops.scalar.bessel import _polevl
 from pt_onnxscript.ops.scalar.constants import INF, LN2, NAN, PI
 from pt_onnxscript.ops.scalar.math import arcsinh, cosh, log1p, sin_float64, sinh
 from pt_onnxscript.registry import register_scalar
+from pt_onnxscript.scripted import script
 
 POINTS = np.arange(256.0)  # the trapezoidal rule's points per element
 MAX_STEP = np.array(0.25)

@@ -19,7 +19,7 @@ from math import factorial
 
 import numpy as np
 import pytensor.scalar.math as psm
-from onnxscript import BOOL, DOUBLE, script
+from onnxscript import BOOL, DOUBLE
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import inline_in_float64
@@ -34,6 +34,7 @@ from pt_onnxscript.ops.scalar.gammainc import (
 from pt_onnxscript.ops.scalar.math import log1p
 from pt_onnxscript.ops.scalar.special import _some
 from pt_onnxscript.registry import register_scalar
+from pt_onnxscript.scripted import script
 
 # Boost's switch to log1p for bases near 1, and Cephes' largest x of the power series.
 POWER_TERMS_NEAR_ONE = np.array(0.1)

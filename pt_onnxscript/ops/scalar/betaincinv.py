@@ -19,7 +19,7 @@ b both infinite.
 
 import numpy as np
 import pytensor.scalar.math as psm
-from onnxscript import BOOL, DOUBLE, script
+from onnxscript import BOOL, DOUBLE
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import inline_in_float64
@@ -28,6 +28,7 @@ from pt_onnxscript.ops.scalar.constants import NAN
 from pt_onnxscript.ops.scalar.math import expm1
 from pt_onnxscript.ops.scalar.special import _some, erfcinv, gammaln
 from pt_onnxscript.registry import register_scalar
+from pt_onnxscript.scripted import script
 
 SQRT_2 = np.array(np.sqrt(2.0))
 FIVE_SIXTHS = np.array(5.0 / 6.0)

@@ -10,7 +10,7 @@ with harmless values, so they neither slow it down nor leak into the result.
 
 import numpy as np
 import pytensor.scalar.math as psm
-from onnxscript import BOOL, DOUBLE, script
+from onnxscript import BOOL, DOUBLE
 from onnxscript import opset18 as op18
 from scipy.special import zeta
 
@@ -20,6 +20,7 @@ from pt_onnxscript.ops.scalar.math import erfc, expm1, log1p
 from pt_onnxscript.ops.scalar.special import _lgamma_positive, gamma
 from pt_onnxscript.ops.scalar.temme_coefficients import TEMME_D
 from pt_onnxscript.registry import register_scalar
+from pt_onnxscript.scripted import script
 
 # The thresholds of SciPy's igam/igamc choices (igam.c), in float64.
 POINT_THREE = np.array(0.3)

@@ -11,7 +11,7 @@ inputs outside its branch. The Halley steps evaluate P or Q per element (gammain
 
 import numpy as np
 import pytensor.scalar.math as psm
-from onnxscript import BOOL, DOUBLE, script
+from onnxscript import BOOL, DOUBLE
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import inline_in_float64
@@ -20,6 +20,7 @@ from pt_onnxscript.ops.scalar.gammainc import _igam_fac, p_or_q
 from pt_onnxscript.ops.scalar.math import log1p
 from pt_onnxscript.ops.scalar.special import _lgamma_positive, _some, gamma
 from pt_onnxscript.registry import register_scalar
+from pt_onnxscript.scripted import script
 
 # find_inverse_s (DiDonato and Morris, equation 32): polevl's coefficients, highest power first.
 S_NUMERATOR = np.array([0.213623493715853, 4.28342155967104, 11.6616720288968, 3.31125922108741])

@@ -20,13 +20,13 @@ from typing import TypeVar, Union
 import numpy as np
 import pytensor.scalar.basic as ps
 import pytensor.scalar.math as psm
-from onnxscript import DOUBLE, FLOAT, script
+from onnxscript import DOUBLE, FLOAT
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import constant
 from pt_onnxscript.ops.scalar.constants import LN2, MAXLOG, NAN, PI
 from pt_onnxscript.registry import lookup, register_scalar
-from pt_onnxscript.scripted import inline
+from pt_onnxscript.scripted import inline, script
 from pt_onnxscript.types import onnx_dtype
 
 TFloat = TypeVar("TFloat", bound=Union[FLOAT, DOUBLE])

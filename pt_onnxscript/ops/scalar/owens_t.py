@@ -14,7 +14,7 @@ loops), a term past an element's own order masked off by Where.
 
 import numpy as np
 import pytensor.scalar.math as psm
-from onnxscript import DOUBLE, INT64, script
+from onnxscript import DOUBLE, INT64
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import inline_in_float64
@@ -22,6 +22,7 @@ from pt_onnxscript.ops.scalar.constants import INF, NAN
 from pt_onnxscript.ops.scalar.math import arctan2, erf, erfc, expm1
 from pt_onnxscript.ops.scalar.special import _some
 from pt_onnxscript.registry import register_scalar
+from pt_onnxscript.scripted import script
 
 # The regions: h's interval (index into HRANGE, 14 when above all), a's (into ARANGE, 7 when
 # above all), and the region's row of SELECT_METHOD, an index into ORDER and METHOD.

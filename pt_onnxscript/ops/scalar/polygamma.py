@@ -10,13 +10,14 @@ as SciPy's.
 
 import numpy as np
 import pytensor.scalar.math as psm
-from onnxscript import DOUBLE, script
+from onnxscript import DOUBLE
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import constant, inline_in_float64, raise_if
 from pt_onnxscript.ops.scalar.constants import INF, NAN
 from pt_onnxscript.ops.scalar.special import gamma, psi
 from pt_onnxscript.registry import register_scalar
+from pt_onnxscript.scripted import script
 from pt_onnxscript.types import onnx_dtype
 
 # Cephes zeta's Euler-Maclaurin coefficients, (2k)! / B_2k.

@@ -10,7 +10,7 @@ constant).
 
 import numpy as np
 import pytensor.scalar.math as psm
-from onnxscript import BOOL, DOUBLE, INT64, script
+from onnxscript import BOOL, DOUBLE, INT64
 from onnxscript import opset18 as op18
 
 from pt_onnxscript.ops.common import cast_inputs_to_output, constant, inline_in_float64
@@ -25,6 +25,7 @@ from pt_onnxscript.ops.scalar.math import (
     tan_float64,
 )
 from pt_onnxscript.registry import register_scalar
+from pt_onnxscript.scripted import script
 
 # Cephes lgam's three-term Stirling series (x >= 1000), psi's and gamma's thresholds, and
 # the tail below which erfcinv takes the asymptotic start.
