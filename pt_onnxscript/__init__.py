@@ -16,7 +16,13 @@ from pytensor.compile.mode import (
 )
 
 from pt_onnxscript import rewrites  # noqa: F401  (registers the rewrites of tag "onnx")
-from pt_onnxscript.errors import ExecutionError, TranslationError, UnsupportedOpError, __version__
+from pt_onnxscript.errors import (
+    ExecutionError,
+    IndexOutOfBoundsError,
+    TranslationError,
+    UnsupportedOpError,
+    __version__,
+)
 from pt_onnxscript.linker import ONNXLinker, newest_opset, onnx_mode
 from pt_onnxscript.opsets import DEFAULT_OPSET
 from pt_onnxscript.registry import (
@@ -57,6 +63,7 @@ def __dir__():
 __all__ = [
     "DEFAULT_OPSET",
     "ExecutionError",
+    "IndexOutOfBoundsError",
     "ONNXFunction",
     "ONNXLinker",
     "TensorSpec",

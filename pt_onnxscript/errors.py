@@ -20,3 +20,8 @@ class ExecutionError(RuntimeError):
     """Raised when ONNX Runtime fails to run an exported model: it names the node, the
     PyTensor node and source line it was translated from, and the inputs (ONNX Runtime's own
     error is chained)."""
+
+
+class IndexOutOfBoundsError(ExecutionError, IndexError):
+    """An ExecutionError where ONNX Runtime met an index out of bounds (a Gather or Scatter
+    of an indexing node): also an IndexError, as PyTensor's own modes raise one."""

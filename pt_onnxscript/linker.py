@@ -23,7 +23,7 @@ from pytensor.link.basic import JITLinker
 from pytensor.link.utils import raise_with_op
 from pytensor.tensor.type import TensorType
 
-from pt_onnxscript.errors import ExecutionError, TranslationError
+from pt_onnxscript.errors import ExecutionError, IndexOutOfBoundsError, TranslationError
 from pt_onnxscript.opsets import DEFAULT_OPSET, check_opset, newest_opset  # noqa: F401
 from pt_onnxscript.rng import generator_from_state, is_random_state, state_from_generator
 
@@ -285,7 +285,26 @@ def raise_check(
         if name in checks:
             exc_type, message = checks[name]
             raise exc_type(message) from err
-    raise ExecutionError(_failure(err, model, names[-1] if names else None, feeds)) from err
+    name = names[-1] if names else None
+    failure = _failure(err, model, name, feeds)
+    if _OUT_OF_BOUNDS.search(str(err)) and _op_type(model, name) in _INDEXING:
+        raise IndexOutOfBoundsError(failure) from err
+    raise ExecutionError(failure) from err
+
+
+# The ONNX operators indexing translates to, and ONNX Runtime's words for an index out of
+# bounds in each (Gather, ScatterElements; GatherElements; GatherND; ScatterND).
+_INDEXING = {"Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND"}
+_OUT_OF_BOUNDS = re.compile(
+    r"out of data bounds|out of range value in index|invalid ind(?:ex|ice) found", re.IGNORECASE
+)
+
+
+def _op_type(model: ir.Model, name: str | None) -> str | None:
+    from pt_onnxscript.walk import all_nodes
+
+    node = next((n for n in all_nodes(model.graph) if n.name == name), None)
+    return None if node is None else node.op_type
 
 
 def _failure(err: Exception, model: ir.Model, name: str | None, feeds) -> str:

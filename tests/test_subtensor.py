@@ -5,8 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt_onnxscript import UnsupportedOpError, export_onnx
-from pt_onnxscript.testing import compare_onnx_and_py
+from pt_onnxscript import (
+    ExecutionError,
+    IndexOutOfBoundsError,
+    UnsupportedOpError,
+    export_onnx,
+)
+from pt_onnxscript.testing import PY_MODE, compare_onnx_and_py
 
 
 def test_basic_forms(rng, opset):
@@ -92,10 +97,47 @@ def test_out_of_range_index_raises():
     idx = pt.lvector("idx")
     fn = pytensor.function([x, i, idx], [x[i], x[idx]], mode="ONNX")
     fn(np.ones(3), np.array(-3), np.array([2]))
-    with pytest.raises(Exception, match="out of data bounds|Out of range value"):
+    with pytest.raises(IndexError, match="out of data bounds|Out of range value"):
         fn(np.ones(3), np.array(3), np.array([2]))
-    with pytest.raises(Exception, match="out of data bounds|Out of range value"):
+    with pytest.raises(IndexError, match="out of data bounds|Out of range value"):
         fn(np.ones(3), np.array(0), np.array([-4]))
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        lambda x, m, i: x[i],  # AdvancedSubtensor1
+        lambda x, m, i: m[i, i],  # AdvancedSubtensor
+        lambda x, m, i: m[:, i],
+        lambda x, m, i: pt.set_subtensor(x[i], 1.0),
+        lambda x, m, i: pt.inc_subtensor(x[i], 1.0),
+        lambda x, m, i: pt.inc_subtensor(m[i, 1:], 1.0),
+        lambda x, m, i: pt.take(m, i, axis=1),
+    ],
+    ids=["take_rows", "pairs", "columns", "set", "inc", "inc_rows", "take_axis"],
+)
+@pytest.mark.parametrize("bad", [7, -8])
+def test_an_index_out_of_bounds_is_an_index_error_as_in_pytensor(index, bad):
+    """PyTensor's modes raise IndexError for an index out of bounds; mode "ONNX" raises an
+    ExecutionError that is one too (IndexOutOfBoundsError), naming the node."""
+    x, m, i = pt.dvector("x"), pt.dmatrix("m"), pt.lvector("i")
+    out = index(x, m, i)
+    values = [np.arange(5.0), np.arange(20.0).reshape(5, 4), np.array([0, bad])]
+    with pytest.raises(IndexError):
+        pytensor.function([x, m, i], out, on_unused_input="ignore", mode=PY_MODE)(*values)
+    fn = pytensor.function([x, m, i], out, on_unused_input="ignore", mode="ONNX")
+    with pytest.raises(IndexOutOfBoundsError, match="PyTensor op: Advanced") as raised:
+        fn(*values)
+    assert isinstance(raised.value, IndexError) and isinstance(raised.value, ExecutionError)
+    fn(values[0], values[1], np.array([0, 3]))  # in bounds: runs
+
+
+def test_other_failures_are_no_index_errors():
+    x, k = pt.dvector("x"), pt.lscalar("k")
+    fn = pytensor.function([x, k], x.reshape((k, -1)), mode="ONNX")
+    with pytest.raises(ExecutionError) as raised:
+        fn(np.ones(5), np.array(2))
+    assert not isinstance(raised.value, IndexError)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "uint8", "bool"])
