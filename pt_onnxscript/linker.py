@@ -287,24 +287,43 @@ def raise_check(
             raise exc_type(message) from err
     name = names[-1] if names else None
     failure = _failure(err, model, name, feeds)
-    if _OUT_OF_BOUNDS.search(str(err)) and _op_type(model, name) in _INDEXING:
+    if name is not None and _OUT_OF_BOUNDS.search(str(err)) and _indexes(model, name):
         raise IndexOutOfBoundsError(failure) from err
     raise ExecutionError(failure) from err
 
 
-# The ONNX operators indexing translates to, and ONNX Runtime's words for an index out of
-# bounds in each (Gather, ScatterElements; GatherElements; GatherND; ScatterND).
+# PyTensor's indexing Ops, the ONNX operators they translate to, and ONNX Runtime's words for
+# an index out of bounds in those (Gather, ScatterElements; GatherElements; GatherND;
+# ScatterND).
+_INDEXING_OPS = {
+    "Subtensor",
+    "IncSubtensor",
+    "AdvancedSubtensor1",
+    "AdvancedSubtensor",
+    "AdvancedIncSubtensor1",
+    "AdvancedIncSubtensor",
+}
 _INDEXING = {"Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND"}
 _OUT_OF_BOUNDS = re.compile(
     r"out of data bounds|out of range value in index|invalid ind(?:ex|ice) found", re.IGNORECASE
 )
 
 
-def _op_type(model: ir.Model, name: str | None) -> str | None:
+def _indexes(model: ir.Model, name: str) -> bool:
+    """Whether node `name` of `model` is a Gather or Scatter of the translation of an
+    indexing Op: the innermost scope of its name is the PyTensor node's ``<index>_<Op>``
+    (a Gather that fails in a linear-algebra translation on a non-square matrix is no
+    index error: PyTensor raises a ValueError there)."""
     from pt_onnxscript.walk import all_nodes
 
     node = next((n for n in all_nodes(model.graph) if n.name == name), None)
-    return None if node is None else node.op_type
+    *scopes, _ = name.split("/")
+    return (
+        node is not None
+        and node.op_type in _INDEXING
+        and bool(scopes)
+        and re.sub(r"^\d+_", "", scopes[-1]) in _INDEXING_OPS
+    )
 
 
 def _failure(err: Exception, model: ir.Model, name: str | None, feeds) -> str:

@@ -4,6 +4,7 @@ import pytensor.tensor as pt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_scan import scan
 
 from pt_onnxscript import (
     ExecutionError,
@@ -133,11 +134,29 @@ def test_an_index_out_of_bounds_is_an_index_error_as_in_pytensor(index, bad):
 
 
 def test_other_failures_are_no_index_errors():
-    x, k = pt.dvector("x"), pt.lscalar("k")
-    fn = pytensor.function([x, k], x.reshape((k, -1)), mode="ONNX")
-    with pytest.raises(ExecutionError) as raised:
-        fn(np.ones(5), np.array(2))
-    assert not isinstance(raised.value, IndexError)
+    """A Gather failing in another translation (inv's and det's of a non-square matrix, where
+    PyTensor raises ValueError) or another operator failing stays an ExecutionError."""
+    x, k, a = pt.dvector("x"), pt.lscalar("k"), pt.dmatrix("a")
+    for ins, out, values in [
+        ([x, k], x.reshape((k, -1)), [np.ones(5), np.array(2)]),
+        ([a], pt.linalg.inv(a), [np.ones((2, 3))]),
+        ([a], pt.linalg.det(a), [np.ones((2, 3))]),
+    ]:
+        fn = pytensor.function(ins, out, mode="ONNX")
+        with pytest.raises(ExecutionError) as raised:
+            fn(*values)
+        assert not isinstance(raised.value, IndexError)
+
+
+def test_an_index_out_of_bounds_in_a_scan_step_is_an_index_error():
+    x, i = pt.dvector("x"), pt.lvector("i")
+    ys = scan(
+        lambda j, acc, x: acc + x[j], sequences=[i], outputs_info=[pt.zeros(())], non_sequences=[x]
+    )
+    fn = pytensor.function([x, i], ys, mode="ONNX")
+    np.testing.assert_array_equal(fn(np.arange(3.0), np.array([2, 1])), [2.0, 3.0])
+    with pytest.raises(IndexOutOfBoundsError, match="Scan"):
+        fn(np.arange(3.0), np.array([2, 5]))
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "uint8", "bool"])
