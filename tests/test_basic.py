@@ -6,7 +6,7 @@ import pytest
 from pytensor.tensor.basic import MakeVector
 
 from pt_onnxscript import export_onnx
-from pt_onnxscript.testing import compare_onnx_and_py
+from pt_onnxscript.testing import PY_MODE, compare_onnx_and_py
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "bool"])
@@ -130,6 +130,59 @@ def test_arange(start, stop, step):
     else:
         outs.append(pt.arange(a.astype("int16"), b.astype("int16"), c.astype("int16")))
     compare_onnx_and_py([a, b, c], outs, [np.array(v, dtype) for v in (start, stop, step)])
+
+
+@pytest.mark.parametrize(
+    "start, stop, step",
+    [
+        (0.0, 5.0, np.inf),  # the quotient underflows: one element
+        (0.0, -5.0, np.inf),
+        (0.0, 1e-300, 1e300),
+        (0.0, 0.0, np.inf),
+        (-0.0, 1.0, 0.5),  # NumPy keeps the start's -0.0
+        (-0.0, -1.0, -0.5),
+    ],
+)
+def test_arange_edges_as_numpy(start, stop, step):
+    a, b, c = pt.dscalars("a", "b", "c")
+    values = [np.array(v) for v in (start, stop, step)]
+    compare_onnx_and_py([a, b, c], pt.arange(a, b, c), values)
+    compare_onnx_and_py([a, b, c], pt.arange(*(v.astype("float32") for v in (a, b, c))), values)
+
+
+@pytest.mark.parametrize(
+    "start, stop, step, error",
+    [
+        (0.0, 5.0, 0.0, ZeroDivisionError),
+        (1.0, 1.0, 0.0, ZeroDivisionError),
+        (0.0, np.nan, 1.0, ValueError),  # NumPy: cannot compute length
+        (0.0, np.inf, 1.0, ValueError),  # NumPy: maximum allowed size exceeded
+        (0.0, -np.inf, 1.0, ValueError),
+        (0.0, 1e30, 1.0, ValueError),
+    ],
+)
+def test_arange_raises_where_numpy_does(start, stop, step, error):
+    """These gave an empty array."""
+    a, b, c = pt.dscalars("a", "b", "c")
+    for dtype in ["float64", "int64"] if step == 0 else ["float64"]:
+        out = pt.arange(*(v.astype(dtype) for v in (a, b, c)))
+        values = [np.array(v) for v in (start, stop, step)]
+        with pytest.raises(error):
+            pytensor.function([a, b, c], out, mode=PY_MODE)(*values)
+        with pytest.raises(error):
+            pytensor.function([a, b, c], out, mode="ONNX")(*values)
+
+
+def test_eye_of_a_negative_size_raises():
+    """As NumPy's eye: it gave an empty matrix."""
+    n, m = pt.lscalar("n"), pt.lscalar("m")
+    fn = pytensor.function([n, m], pt.eye(n, m), mode="ONNX")
+    assert fn(np.array(0), np.array(2)).shape == (0, 2)
+    for sizes in [(-1, 2), (2, -1)]:
+        with pytest.raises(ValueError, match="negative dimensions"):
+            pytensor.function([n, m], pt.eye(n, m), mode=PY_MODE)(*map(np.array, sizes))
+        with pytest.raises(ValueError, match="negative dimensions"):
+            fn(*map(np.array, sizes))
 
 
 def test_arange_of_a_symbolic_size(rng):

@@ -153,14 +153,34 @@ def split(g, node, x, axis, splits):
 @register(ARange)
 def arange(g, node, start, stop, step):
     """ARange -> NumPy's arange: n = ceil((stop - start) / step) in float64, then
-    start + i * delta, where delta = (start + step) - start in the output dtype."""
+    start + i * delta, where delta = (start + step) - start in the output dtype.
+
+    As NumPy: a zero step raises ZeroDivisionError, a length that is NaN or past int64
+    ValueError (it was an empty array), and a quotient that underflows to 0 (an infinite
+    step) is one element when (stop - start) has the step's sign."""
     dtype = node.outputs[0].type.dtype
     f64 = ir.DataType.DOUBLE
     start64, stop64, step64 = (g.Cast(v, to=f64) for v in (start, stop, step))
-    count = g.Cast(
-        g.Max(g.Ceil(g.Div(g.Sub(stop64, start64), step64)), constant(g, 0.0, "float64")),
-        to=ir.DataType.INT64,
-    )
+    distance = g.Sub(stop64, start64)
+    quotient = g.Div(distance, step64)
+    length = g.Ceil(quotient)
+    zero_step = g.Equal(step64, constant(g, 0.0, "float64"))
+    length = raise_if(g, zero_step, length, ZeroDivisionError, f"{node.op}: the step is zero")
+    if any(var.type.dtype.startswith("float") for var in node.inputs):
+        # Integers make none of these: no run-time checks for arange(x.shape[0]).
+        unknown = g.And(g.IsNaN(length), g.Not(zero_step))
+        too_long = g.Not(g.Less(g.Abs(length), constant(g, 2.0**63, "float64")))
+        too_long = g.And(too_long, g.Not(g.Or(g.IsNaN(length), zero_step)))
+        length = raise_if(g, unknown, length, ValueError, "arange: cannot compute length")
+        length = raise_if(g, too_long, length, ValueError, "Maximum allowed size exceeded")
+        # NumPy: a quotient 0.0 of a nonzero distance is one element (-0.0: none).
+        underflow = g.And(
+            g.Equal(quotient, constant(g, 0.0, "float64")),
+            g.Not(g.Equal(distance, constant(g, 0.0, "float64"))),
+        )
+        positive = g.Greater(g.Reciprocal(quotient), constant(g, 0.0, "float64"))
+        length = g.Where(underflow, g.Cast(positive, to=f64), length)
+    count = g.Cast(g.Max(length, constant(g, 0.0, "float64")), to=ir.DataType.INT64)
     index = g.Range(constant(g, 0, "int64"), count, constant(g, 1, "int64"))
     if dtype.startswith(("int", "uint")):
         first = g.Cast(start, to=ir.DataType.INT64)
@@ -170,17 +190,28 @@ def arange(g, node, start, stop, step):
     first = g.Cast(start64, to=target)
     second = g.Cast(g.Add(start64, step64), to=target)
     values = g.Add(first, g.Mul(g.Cast(index, to=target), g.Sub(second, first)))
-    # NumPy stores start + step itself as the second value.
-    return g.Where(g.Equal(index, constant(g, 1, "int64")), second, values)
+    # NumPy stores start and start + step themselves as the first two values (0 * an
+    # infinite delta would be NaN, and -0.0 + 0.0 is +0.0: `where` keeps a start of -0.0).
+    values = g.Where(g.Equal(index, constant(g, 1, "int64")), second, values)
+    return where(g, g.Equal(index, constant(g, 0, "int64")), first, values, dtype)
 
 
 @register(Eye)
 def eye(g, node, n, m, k):
-    """Eye -> (column - row == k) on Range grids, cast to the output dtype."""
+    """Eye -> (column - row == k) on Range grids, cast to the output dtype; a negative n or
+    m raises ValueError, as NumPy's eye (it was an empty matrix)."""
     i64 = ir.DataType.INT64
     zero, one = constant(g, 0, "int64"), constant(g, 1, "int64")
-    rows = g.Unsqueeze(g.Range(zero, g.Cast(n, to=i64), one), constant(g, [1], "int64"))
-    cols = g.Range(zero, g.Cast(m, to=i64), one)
+    n, m = g.Cast(n, to=i64), g.Cast(m, to=i64)
+    n = raise_if(
+        g,
+        [g.Less(n, zero), g.Less(m, zero)],
+        n,
+        ValueError,
+        f"{node.op}: negative dimensions are not allowed",
+    )
+    rows = g.Unsqueeze(g.Range(zero, n, one), constant(g, [1], "int64"))
+    cols = g.Range(zero, m, one)
     return g.Cast(g.Equal(g.Sub(cols, rows), g.Cast(k, to=i64)), to=out_dtype(node))
 
 
