@@ -16,10 +16,11 @@ class TranslationError(RuntimeError):
     """Raised when a registered translation fails on a node."""
 
 
-class ExecutionError(RuntimeError):
+class ExecutionError(RuntimeError, ValueError):
     """Raised when ONNX Runtime fails to run an exported model: it names the node, the
     PyTensor node and source line it was translated from, and the inputs (ONNX Runtime's own
-    error is chained)."""
+    error is chained). Also a ValueError, as PyTensor's own modes raise for inputs that do
+    not fit the graph (shapes that do not broadcast or multiply, negative sizes)."""
 
 
 class IndexOutOfBoundsError(ExecutionError, IndexError):

@@ -4,9 +4,10 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 from pytensor.compile.mode import Mode, get_mode
+from pytensor.graph.traversal import ancestors
 
 from pt_onnxscript import ExecutionError, ONNXLinker
-from pt_onnxscript.testing import assert_same, compare_onnx_and_py
+from pt_onnxscript.testing import PY_MODE, assert_same, compare_onnx_and_py
 
 
 def test_mode_onnx_is_registered():
@@ -204,3 +205,27 @@ def test_a_call_goes_to_onnx_runtimes_binding_without_the_python_wrapper(monkeyp
     assert_same(total, np.array([2.0, 4.0]))
     with pytest.raises(ExecutionError, match=r"\(Reshape\)(.|\n)*PyTensor op: Reshape"):
         f(np.ones(3))
+
+
+@pytest.mark.parametrize(
+    "build, values",
+    [
+        (lambda x, m, k: x + x[1:], [np.ones(3)]),
+        (lambda x, m, k: m @ m, [np.ones((2, 3))]),
+        (lambda x, m, k: x.reshape((k, -1)), [np.ones(5), np.array(2)]),
+        (lambda x, m, k: pt.zeros((k,)), [np.array(-1)]),
+        (lambda x, m, k: pt.repeat(x, k), [np.ones(2), np.array(-1)]),
+        (lambda x, m, k: pt.broadcast_to(x, (2, 4)), [np.ones(3)]),
+    ],
+    ids=["broadcast", "matmul", "reshape", "alloc", "repeat", "broadcast_to"],
+)
+def test_inputs_that_do_not_fit_raise_a_value_error_as_in_pytensor(build, values):
+    """PyTensor's modes raise ValueError for these; mode "ONNX"'s ExecutionError is one."""
+    x, m, k = pt.dvector("x"), pt.dmatrix("m"), pt.lscalar("k")
+    out = build(x, m, k)
+    ins = [v for v in (x, m, k) if v in ancestors([out])]
+    with pytest.raises(ValueError):
+        pytensor.function(ins, out, mode=PY_MODE)(*values)
+    with pytest.raises(ExecutionError) as raised:
+        pytensor.function(ins, out, mode="ONNX")(*values)
+    assert isinstance(raised.value, ValueError)
