@@ -286,10 +286,17 @@ def raise_check(
             exc_type, message = checks[name]
             raise exc_type(message) from err
     name = names[-1] if names else None
-    failure = _failure(err, model, name, feeds)
-    if name is not None and _OUT_OF_BOUNDS.search(str(err)) and _indexes(model, name):
+    node = None if name is None else _node_named(model, name)
+    failure = _failure(err, model, name, node, feeds)
+    if node is not None and _OUT_OF_BOUNDS.search(str(err)) and _indexes(node):
         raise IndexOutOfBoundsError(failure) from err
     raise ExecutionError(failure) from err
+
+
+def _node_named(model: ir.Model, name: str) -> ir.Node | None:
+    from pt_onnxscript.walk import all_nodes
+
+    return next((n for n in all_nodes(model.graph) if n.name == name), None)
 
 
 # PyTensor's indexing Ops, the ONNX operators they translate to, and ONNX Runtime's words for
@@ -309,33 +316,27 @@ _OUT_OF_BOUNDS = re.compile(
 )
 
 
-def _indexes(model: ir.Model, name: str) -> bool:
-    """Whether node `name` of `model` is a Gather or Scatter of the translation of an
-    indexing Op: the innermost scope of its name is the PyTensor node's ``<index>_<Op>``
-    (a Gather that fails in a linear-algebra translation on a non-square matrix is no
-    index error: PyTensor raises a ValueError there)."""
-    from pt_onnxscript.walk import all_nodes
-
-    node = next((n for n in all_nodes(model.graph) if n.name == name), None)
-    *scopes, _ = name.split("/")
+def _indexes(node: ir.Node) -> bool:
+    """Whether `node` is a Gather or Scatter of the translation of an indexing Op: the
+    innermost scope of its name is the PyTensor node's ``<index>_<Op>`` (a Gather that fails
+    in a linear-algebra translation on a non-square matrix is no index error: PyTensor raises
+    a ValueError there)."""
+    *scopes, _ = node.name.split("/")
     return (
-        node is not None
-        and node.op_type in _INDEXING
+        node.op_type in _INDEXING
         and bool(scopes)
         and re.sub(r"^\d+_", "", scopes[-1]) in _INDEXING_OPS
     )
 
 
-def _failure(err: Exception, model: ir.Model, name: str | None, feeds) -> str:
-    """What went wrong, in the model's terms: the node, the PyTensor node and user's line it
-    was translated from, ONNX Runtime's own words and the inputs' dtypes and shapes."""
-    from pt_onnxscript.walk import all_nodes
-
+def _failure(err: Exception, model: ir.Model, name: str | None, node: ir.Node | None, feeds) -> str:
+    """What went wrong, in the model's terms: the node `name` (`node`, where the model has
+    it), the PyTensor node and user's line it was translated from, ONNX Runtime's own words
+    and the inputs' dtypes and shapes."""
     said = str(err).split("Status Message: ", 1)[-1].strip()
     said = re.sub(r"^\S+\.(h|cc):\d+ (onnxruntime::\S+\(.*?\) )?", "", said)
     lines = [f"ONNX Runtime failed running {model.graph.name or 'the model'}"]
     if name is not None:
-        node = next((n for n in all_nodes(model.graph) if n.name == name), None)
         lines[0] = f"ONNX Runtime failed at node {name!r}"
         if node is not None:
             lines[0] += f" ({node.op_type})"
