@@ -46,6 +46,7 @@ from pt_onnxscript.ops.random import (
     _int64,
     _result,
     _scipy_domain,
+    _scipy_scale_check,
     _support_shape,
     beta_draws,
     integers_between,
@@ -223,14 +224,6 @@ def spline(g, node, x):
 # uniforms and normals, with the parameter checks that raise there.
 
 
-def _scale_check(g, scale, name: str, *more_bad):
-    """SciPy's domain error where the scale is not >= 0 (NaN included) or `more_bad` holds."""
-    bad = g.Not(g.GreaterOrEqual(scale, _f64(g, 0.0)))
-    for flags in more_bad:
-        bad = g.Or(bad, flags)
-    return [(bad, ValueError, _scipy_domain(name))]
-
-
 @univariate(SkewNormalRV, lanes=2)
 def skewnormal(g, s, mu, sigma, alpha):
     """mu + sigma z, SciPy's skewnorm: z = d x0 + sqrt(1 - d^2) x1 for normals x0, x1 and
@@ -240,7 +233,9 @@ def skewnormal(g, s, mu, sigma, alpha):
     rest = g.Sqrt(g.Sub(_f64(g, 1.0), g.Mul(d, d)))
     z = g.Add(g.Mul(d, x0), g.Mul(rest, x1))
     z = g.Where(g.GreaterOrEqual(x0, _f64(g, 0.0)), z, g.Neg(z))
-    return g.Add(mu, g.Mul(sigma, z)), _scale_check(g, sigma, "skewnorm", g.Not(_finite(g, alpha)))
+    return g.Add(mu, g.Mul(sigma, z)), _scipy_scale_check(
+        g, sigma, "skewnorm", g.Not(_finite(g, alpha))
+    )
 
 
 @univariate(WaldRV, lanes=2)
@@ -258,7 +253,7 @@ def rice(g, s, b, sigma):
     x1 = g.Add(centre, s.normal(g, 0, lane=1))
     radius = g.Sqrt(g.Add(g.Mul(x0, x0), g.Mul(x1, x1)))
     negative_b = g.Not(g.GreaterOrEqual(b, _f64(g, 0.0)))
-    return g.Mul(sigma, radius), _scale_check(g, sigma, "rice", negative_b)
+    return g.Mul(sigma, radius), _scipy_scale_check(g, sigma, "rice", negative_b)
 
 
 @univariate(MoyalRV)
@@ -266,7 +261,7 @@ def moyal(g, s, mu, sigma):
     """mu - sigma log(x^2) for a normal x (SciPy's -log of a gamma(1/2, scale=2) draw, which
     is x^2)."""
     x = s.normal(g, 0)
-    return g.Sub(mu, g.Mul(sigma, g.Log(g.Mul(x, x)))), _scale_check(g, sigma, "moyal")
+    return g.Sub(mu, g.Mul(sigma, g.Log(g.Mul(x, x)))), _scipy_scale_check(g, sigma, "moyal")
 
 
 @univariate(SkewStudentTRV, lanes=6)
@@ -280,7 +275,7 @@ def skew_student_t(g, s, a, b, mu, sigma):
     zero = _f64(g, 0.0)
     bad_shapes = g.Or(g.Not(g.Greater(a, zero)), g.Not(g.Greater(b, zero)))
     draws = g.Add(mu, g.Mul(sigma, g.Div(top, bottom)))
-    return draws, _scale_check(g, sigma, "jf_skew_t", bad_shapes)
+    return draws, _scipy_scale_check(g, sigma, "jf_skew_t", bad_shapes)
 
 
 @register(DiscreteUniformRV)
@@ -296,9 +291,11 @@ def discrete_uniform(g, node, rng, size, lower, upper):
 _SQRT_HALF = 1 / np.sqrt(2)
 
 
-def _log_normal_tail(g, x):
-    """log Phi(-|x|) = log(erfcx(|x| / sqrt(2)) / 2) - x^2 / 2: no underflow however far."""
-    scaled = inline(g, erfcx, g.Mul(g.Abs(x), _f64(g, _SQRT_HALF)))
+def _log_normal_tail(g, x, scaled=None):
+    """log Phi(-|x|) = log(erfcx(|x| / sqrt(2)) / 2) - x^2 / 2: no underflow however far
+    (`scaled`: that erfcx, where the caller has it)."""
+    if scaled is None:
+        scaled = inline(g, erfcx, g.Mul(g.Abs(x), _f64(g, _SQRT_HALF)))
     return g.Sub(g.Log(g.Mul(_f64(g, 0.5), scaled)), g.Mul(_f64(g, 0.5), g.Mul(x, x)))
 
 
@@ -322,9 +319,9 @@ def _inverse_log_normal_cdf(g, y):
     moderate = g.Where(upper, root, g.Neg(root))
     far = g.Mul(_f64(g, -2.0), g.Min(y, _f64(g, -700.0)))  # -2 y, clipped where unused
     x = g.Neg(g.Sqrt(g.Sub(g.Sub(far, g.Log(far)), _f64(g, np.log(2 * np.pi)))))
-    for _ in range(3):
+    for _ in range(3):  # x < 0 here: log Phi(x) is the tail at |x|
         scaled = inline(g, erfcx, g.Mul(x, _f64(g, -_SQRT_HALF)))
-        log_cdf = g.Sub(g.Log(g.Mul(_f64(g, 0.5), scaled)), g.Mul(_f64(g, 0.5), g.Mul(x, x)))
+        log_cdf = _log_normal_tail(g, x, scaled)
         step = g.Mul(g.Sub(log_cdf, y), g.Mul(scaled, _f64(g, np.sqrt(np.pi / 2))))
         x = g.Sub(x, step)
     return g.Where(g.Less(y, _f64(g, -700.0)), x, moderate)
@@ -359,7 +356,7 @@ def truncated_normal(g, s, mu, sigma, lower, upper):
     is_left = g.Less(a, zero)
     x = _inverse_log_normal_cdf(g, g.Where(is_left, from_left, from_right))
     x = g.Where(is_left, x, g.Neg(x))
-    checks = _scale_check(g, sigma, "truncnorm", g.Not(g.Less(a, b)))
+    checks = _scipy_scale_check(g, sigma, "truncnorm", g.Not(g.Less(a, b)))
     return g.Add(mu, g.Mul(sigma, x)), checks
 
 

@@ -283,6 +283,15 @@ def _scipy_domain(name: str) -> str:
     )
 
 
+def _scipy_scale_check(g, scale, name: str, *more_bad):
+    """SciPy's domain error of `name` where the scale is not >= 0 (NaN included) or one of
+    the flags `more_bad` holds, as a check of `_result`."""
+    bad = g.Not(g.GreaterOrEqual(scale, _f64(g, 0.0)))
+    for flags in more_bad:
+        bad = g.Or(bad, flags)
+    return [(bad, ValueError, _scipy_domain(name))]
+
+
 def univariate(*rv_classes, lanes: int = 1):
     """Register ``sample(g, stream, *params) -> (values, checks)`` for random variables with
     scalar parameters and draws: params in float64, one element per draw, block 0 of `lanes`
@@ -330,10 +339,8 @@ def normal(g, s, loc, scale):
 @univariate(ptr.HalfNormalRV)
 def halfnormal(g, s, loc, scale):
     """loc + scale |z|."""
-    bad = g.Not(g.GreaterOrEqual(scale, _f64(g, 0.0)))
-    return g.Add(loc, g.Mul(scale, g.Abs(s.normal(g, 0)))), [
-        (bad, ValueError, _scipy_domain("halfnorm"))
-    ]
+    checks = _scipy_scale_check(g, scale, "halfnorm")
+    return g.Add(loc, g.Mul(scale, g.Abs(s.normal(g, 0)))), checks
 
 
 @univariate(ptr.LogNormalRV)
@@ -372,8 +379,7 @@ def logistic(g, s, loc, scale):
 def gumbel(g, s, loc, scale):
     """loc - scale log(-log u)."""
     draws = g.Sub(loc, g.Mul(scale, g.Log(g.Neg(g.Log(s.uniform(g, 0))))))
-    bad = g.Not(g.GreaterOrEqual(scale, _f64(g, 0.0)))
-    return draws, [(bad, ValueError, _scipy_domain("gumbel_r"))]
+    return draws, _scipy_scale_check(g, scale, "gumbel_r")
 
 
 @univariate(ptr.LaplaceRV)
@@ -398,26 +404,21 @@ def cauchy(g, s, loc, scale):
     """loc + scale tan(pi (u - 1/2)), as -cot(pi u) = -cos(pi u) / sin(pi u)."""
     angle = g.Mul(_f64(g, np.pi), s.uniform(g, 0))
     step = g.Neg(g.Div(g.Cos(angle), g.Sin(angle)))
-    bad = g.Not(g.GreaterOrEqual(scale, _f64(g, 0.0)))
-    return g.Add(loc, g.Mul(scale, step)), [(bad, ValueError, _scipy_domain("cauchy"))]
+    return g.Add(loc, g.Mul(scale, step)), _scipy_scale_check(g, scale, "cauchy")
 
 
 @univariate(ptr.HalfCauchyRV)
 def halfcauchy(g, s, loc, scale):
     """loc + scale tan(pi u / 2)."""
-    bad = g.Not(g.GreaterOrEqual(scale, _f64(g, 0.0)))
-    return g.Add(loc, g.Mul(scale, _tan_half_pi(g, s.uniform(g, 0)))), [
-        (bad, ValueError, _scipy_domain("halfcauchy"))
-    ]
+    checks = _scipy_scale_check(g, scale, "halfcauchy")
+    return g.Add(loc, g.Mul(scale, _tan_half_pi(g, s.uniform(g, 0)))), checks
 
 
 @univariate(ptr.ParetoRV)
 def pareto(g, s, b, scale):
     """scale u^(-1/b) (SciPy's pareto)."""
-    zero = _f64(g, 0.0)
-    bad = g.Or(g.Not(g.Greater(b, zero)), g.Not(g.GreaterOrEqual(scale, zero)))
     draws = g.Mul(scale, g.Pow(s.uniform(g, 0), g.Neg(g.Reciprocal(b))))
-    return draws, [(bad, ValueError, _scipy_domain("pareto"))]
+    return draws, _scipy_scale_check(g, scale, "pareto", g.Not(g.Greater(b, _f64(g, 0.0))))
 
 
 @univariate(ptr.TriangularRV)
@@ -440,11 +441,10 @@ def triangular(g, s, left, mode, right):
 @univariate(ptr.TruncExponentialRV)
 def truncexpon(g, s, b, loc, scale):
     """loc - scale log1p(u expm1(-b)) (SciPy's truncexpon)."""
-    zero = _f64(g, 0.0)
     mass = g.Sub(_f64(g, 1.0), g.Exp(g.Neg(b)))  # 1 - exp(-b) > 0.6 b: no cancellation that matters
     step = g.Neg(g.Log(g.Sub(_f64(g, 1.0), g.Mul(s.uniform(g, 0), mass))))
-    bad = g.Or(g.Not(g.Greater(b, zero)), g.Not(g.GreaterOrEqual(scale, zero)))
-    return g.Add(loc, g.Mul(scale, step)), [(bad, ValueError, _scipy_domain("truncexpon"))]
+    checks = _scipy_scale_check(g, scale, "truncexpon", g.Not(g.Greater(b, _f64(g, 0.0))))
+    return g.Add(loc, g.Mul(scale, step)), checks
 
 
 @univariate(ptr.WaldRV, lanes=2)
@@ -568,9 +568,8 @@ def studentt(g, s, df, loc, scale):
         log_standard_gamma(g, s, g.Mul(half, df), lane=0), g.Log(g.Div(_f64(g, 2.0), df))
     )
     t = g.Mul(s.normal(g, 0, lane=3), g.Exp(g.Mul(g.Neg(half), log_chi2_per_df)))
-    zero = _f64(g, 0.0)
-    bad = g.Or(g.Not(g.Greater(df, zero)), g.Not(g.GreaterOrEqual(scale, zero)))
-    return g.Add(loc, g.Mul(scale, t)), [(bad, ValueError, _scipy_domain("t"))]
+    checks = _scipy_scale_check(g, scale, "t", g.Not(g.Greater(df, _f64(g, 0.0))))
+    return g.Add(loc, g.Mul(scale, t)), checks
 
 
 # ---------------------------------------------------------------- Poisson
