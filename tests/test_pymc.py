@@ -145,8 +145,8 @@ def correlations():
     value asymmetric), and pm.math's logdet and batched_diag, PyMC's own Ops too."""
     with pm.Model() as model:
         pm.LKJCorr("corr", n=3, eta=2.0)
-        scale = np.array([[2.0, 0.5, 0.1], [0.5, 1.0, 0.2], [0.1, 0.2, 1.5]])
-        w = pm.Wishart("w", nu=5, V=scale, initval=5 * scale)  # its mean (no support point)
+        # initval: its mean (a Wishart has no support point)
+        w = pm.Wishart("w", nu=5, V=WISHART_SCALE, initval=5 * WISHART_SCALE)
         sd = pm.HalfNormal("sd", 1.0, shape=3)
         scales = pm.math.batched_diag(pt.stack([sd, 2 * sd]))
         pm.Potential("p", -0.1 * pm.math.logdet(w) - 0.5 * (scales**2).sum())
