@@ -279,6 +279,73 @@ def test_random_draws_reproduce_in_the_browser(trained, page):
     assert not page.errors
 
 
+def _log_density_and_gradient():
+    """A log-density of one float64 parameter vector and its gradient, in the forms PyMC's
+    models export: a Student-t's gammaln terms (digamma in the gradient; both run domains
+    under Ifs), group offsets read by index (an indexed increment in the gradient), and a GP
+    term: an 80 x 80 Cholesky by blocks and a triangular solve."""
+    import pytensor
+    import pytensor.tensor as pt
+    from pytensor.tensor.linalg import solve_triangular
+
+    rng = np.random.default_rng(3)
+    group = rng.integers(0, 8, 60)
+    y = rng.normal(size=60) + group / 4
+    x = np.sort(rng.uniform(0, 10, 80))
+    point = pt.vector("point")
+    nu, mu, ls, offset = pt.exp(point[0]), point[1], pt.exp(point[2]), point[3:11]
+    z = y - mu - offset[group]
+    student_t = (
+        pt.gammaln((nu + 1) / 2)
+        - pt.gammaln(nu / 2)
+        - 0.5 * pt.log(nu * np.pi)
+        - (nu + 1) / 2 * pt.log1p(z**2 / nu)
+    ).sum()
+    k = pt.exp(-0.5 * ((x[:, None] - x[None, :]) / ls) ** 2) + 0.1 * np.eye(80)
+    chol = pt.linalg.cholesky(k)
+    alpha = solve_triangular(chol, np.sin(x), lower=True)
+    gp = -0.5 * (alpha**2).sum() - pt.log(pt.diagonal(chol)).sum()
+    logp = student_t + gp - 0.5 * (offset**2).sum()
+    return [point], [logp, pytensor.grad(logp, point)]
+
+
+def test_a_log_density_and_its_gradient_in_the_browser(trained, page):
+    # float64 throughout: onnxruntime-web's wasm build runs what ONNX Runtime's CPU runs
+    # (gammaln's and digamma's Ifs, Cholesky's blocks, ScatterElements' sums), libm's last
+    # bits aside.
+    import onnx
+    import onnxruntime as ort
+
+    from pt_onnxscript import export_onnx
+
+    path = trained[3] / "model" / "logp.onnx"
+    model = export_onnx(_log_density_and_gradient(), path)
+    ops = {node.op_type for node in model.graph.node}
+    assert {"If", "ScatterElements"} <= ops, ops
+    onnx.checker.check_model(str(path), full_check=True)
+    points = [np.array([np.log(v), 0.3, np.log(ls)] + [0.1] * 8) for v, ls in [(4, 1.3), (0.7, 3)]]
+    session = ort.InferenceSession(str(path))
+    got = page.evaluate(
+        """async (points) => {
+            const ort = await import('./ort/ort.wasm.min.mjs');
+            const session = await ort.InferenceSession.create('model/logp.onnx');
+            const results = [];
+            for (const point of points) {
+                const feed = { point: new ort.Tensor('float64', Float64Array.from(point), [11]) };
+                const result = await session.run(feed);
+                results.push(session.outputNames.map((name) => Array.from(result[name].data)));
+            }
+            return results;
+        }""",
+        [p.tolist() for p in points],
+    )
+    for point, (logp, dlogp) in zip(points, got, strict=True):
+        expected_logp, expected_dlogp = session.run(None, {"point": point})
+        np.testing.assert_allclose(logp, [expected_logp], rtol=1e-12)
+        np.testing.assert_allclose(dlogp, expected_dlogp, rtol=1e-12, atol=1e-12)
+    assert not page.errors
+
+
 def test_the_demo_fails_at_once_when_its_port_is_taken():
     import socket
 
