@@ -474,20 +474,30 @@ def baked_copy(
     Returns the copy and `values` keyed by the copy's inputs, which nothing reads any more.
     A compiled graph may hold in-place Ops, which some rewrites cannot rebuild on constants:
     those rewrites are skipped, as PyTensor skips a failing rewrite (the translation of an
-    in-place Op is the same pure function).
+    in-place Op is the same pure function). The constants are read-only views of the values:
+    constant folding runs an Op on its constant inputs' own arrays, and an in-place Op (the
+    update t + 1 of a shared t) would write into the shared variable's array; on a read-only
+    one it fails, and is left unfolded.
     """
     from pytensor import config
     from pytensor.tensor import constant as tensor_constant
 
     copy, equiv = fgraph.clone_get_equiv(check_integrity=False, attach_feature=False)
     replacements = [
-        (equiv[var], tensor_constant(np.asarray(value, dtype=var.type.dtype), name=var.name))
+        (equiv[var], tensor_constant(_read_only(value, var.type.dtype), name=var.name))
         for var, value in values.items()
     ]
     copy.replace_all(replacements, reason="pt_onnxscript: shared variables baked")
     with config.change_flags(on_opt_error="ignore"):
         _rewrite(copy)
     return copy, {equiv[var]: value for var, value in values.items()}
+
+
+def _read_only(value, dtype: str) -> np.ndarray:
+    """`value` as an array of `dtype` that nothing can write through (a view: no copy)."""
+    view = np.asarray(value, dtype=dtype).view()
+    view.flags.writeable = False
+    return view
 
 
 def _rewrite(fgraph: FunctionGraph) -> None:

@@ -194,6 +194,37 @@ def test_compiled_function_with_updates_exports_new_values():
     assert_same(new_w, w.get_value())
 
 
+def test_baking_leaves_shared_values_alone_under_in_place_updates():
+    # A compiled function updates t, a counter and Adam's power of beta1 in place (t + 1,
+    # ...): baked as constants, PyTensor's constant folding ran those in-place Ops on the
+    # shared variables' own arrays, so exporting changed them, and the model's outputs read
+    # the changed values while its updates read the old ones.
+    t = pytensor.shared(np.zeros(3), name="t")
+    count = pytensor.shared(np.int64(0), name="count")
+    power = pytensor.shared(np.float64(0.9), name="power")
+    x = pt.vector("x")
+    f = pytensor.function(
+        [x],
+        [t * 2 + x, t.sum(), count + 0, power * 1],
+        updates={t: t + 1, count: count + 1, power: power * 0.9},
+    )
+    before = [v.get_value() for v in (t, count, power)]
+    model = export_onnx(f)
+    assert [i.name for i in model.graph.input] == ["x"]
+    for var, value in zip((t, count, power), before, strict=True):
+        assert_same(var.get_value(), value, what=var.name)
+    exported = run(model, x=np.ones(3))
+    expected = f(np.ones(3))
+    for got, want in zip(
+        exported, [*expected, t.get_value(), count.get_value(), power.get_value()], strict=True
+    ):
+        assert_same(got, want)
+
+    steps = pytensor.shared(np.int64(0), name="steps")
+    export_onnx(pytensor.function([x], x * 2, updates={steps: steps + 1}))
+    assert_same(steps.get_value(), np.array(0))
+
+
 def test_export_function_compiled_in_default_mode(tmp_path):
     x = pt.matrix("x", dtype="float32", shape=(None, 3))
     f = pytensor.function([x], [pt.exp(x) * 2 - x])
