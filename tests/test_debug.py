@@ -6,7 +6,8 @@ import pytest
 from pytensor.compile.mode import Mode
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
-from pytensor.tensor.basic import ScalarFromTensor, TensorFromScalar
+from pytensor.scan.op import Scan
+from pytensor.tensor.basic import AllocEmpty, ScalarFromTensor, TensorFromScalar
 from pytensor.tensor.elemwise import Elemwise
 
 from pt_onnxscript import UnsupportedOpError
@@ -145,3 +146,33 @@ def test_symbolic_ops_of_a_default_mode_function(rng):
     x = pt.matrix("x")
     fn = pytensor.function([x], pt.special.softmax(pt.exp(x), axis=-1))
     assert find_divergence(fn, [rng.normal(size=(2, 3))]) is None
+
+
+def test_a_scan_agrees_though_its_empty_buffers_hold_anything():
+    # A Scan's output buffers are AllocEmpty: memory whose values PyTensor leaves as they
+    # were (any numbers), where ONNX Runtime gives zeros. Their shape and dtype are compared.
+    x = pt.vector("x")
+    ys = pytensor.scan(
+        lambda xi, acc: acc * 0.5 + pt.exp(xi),
+        sequences=[x],
+        outputs_info=[pt.zeros(())],
+        return_updates=False,
+    )
+    values = [np.array([0.5, -1.0, 2.0])]
+    reports = compare_nodes(([x], [ys]), values)
+    empty = [r for r in reports if isinstance(r.node.op, AllocEmpty)]
+    assert empty and not any(isinstance(r, Divergence) for r in empty)
+    assert all("values are unspecified" in str(r) and r.actual is not None for r in empty)
+    assert find_divergence(([x], [ys]), values) is None
+
+
+def test_a_wrong_step_is_found_at_its_scan(exp_off_by_1e3):
+    x = pt.vector("x")
+    ys = pytensor.scan(
+        lambda xi, acc: pt.exp(-acc) + xi,  # not pushed out of the loop
+        sequences=[x],
+        outputs_info=[pt.zeros(())],
+        return_updates=False,
+    )
+    divergence = find_divergence(([x], [ys]), [np.array([0.5, -1.0, 2.0])])
+    assert isinstance(divergence, Divergence) and isinstance(divergence.node.op, Scan)
