@@ -17,11 +17,16 @@
   before it, a DimShuffle dropping a length-1 slice's axis reads an index instead
   (dropped_slices_indexed), and after it, a DimShuffle of an Elemwise's result becomes the
   same Elemwise of DimShuffled inputs where the graph computes that already
-  (dimshuffle_of_elemwise_computed), and a second merge follows.
+  (dimshuffle_of_elemwise_computed), and a second merge follows;
+- for the copy of a compiled graph whose shared variables are baked (tag "onnx_baked", in
+  place of PyTensor's topo_constant_folding), constant folding that runs an in-place Op on
+  copies of the constants it destroys and leaves PyTensor 2.38's fused reductions to the
+  translation (constant_folding_on_copies).
 
 All are exact replacements; graphs that do not match are translated op by op.
 """
 
+import copy
 from collections import defaultdict
 
 import numpy as np
@@ -34,16 +39,18 @@ from pytensor.graph.rewriting.basic import (
     MergeOptimizer,
     copy_stack_trace,
     dfs_rewriter,
+    in2out,
     node_rewriter,
 )
 from pytensor.graph.traversal import ancestors
 from pytensor.raise_op import CheckAndRaise
-from pytensor.scalar import upcast
+from pytensor.scalar import Composite, upcast
 from pytensor.tensor.basic import MakeVector, as_tensor_variable, concatenate
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.extra_ops import broadcast_to
 from pytensor.tensor.math import Max, Sum
+from pytensor.tensor.rewriting.basic import unconditional_constant_folding
 from pytensor.tensor.rewriting.elemwise import is_dimshuffle_useless
 from pytensor.tensor.rewriting.uncanonicalize import local_dimshuffle_subtensor
 from pytensor.tensor.shape import Reshape, Shape_i
@@ -472,6 +479,47 @@ optdb.register(
 )
 optdb.register("onnx_merge_computed", MergeAfresh(), "onnx", position=2.44)
 optdb.register("onnx_stack_scalar_calls", StackScalarCalls(), "onnx", position=2.5)
+
+
+@node_rewriter(None)
+def constant_folding_on_copies(fgraph, node):
+    """PyTensor's constant_folding, but an in-place Op (t + 1 written into t, a Cholesky
+    overwriting its matrix) is run on copies of the constants it destroys, and a reduction
+    fused with an Elemwise is not folded (_fused_reduction). A compiled graph holds in-place
+    Ops, which PyTensor orders after the other readers of what they destroy; once its shared
+    variables are baked (translate.baked_copy), PyTensor's folding ran them on the constants'
+    own arrays, in an order of its own, and the other readers' folded values and the
+    constants themselves became the destroyed ones."""
+    if not node.op.do_constant_folding(fgraph, node) or _fused_reduction(node):
+        return False
+    destroyed = {i for positions in node.op.destroy_map.values() for i in positions}
+    if destroyed and all(isinstance(var, Constant) for var in node.inputs):
+        node = node.clone_with_new_inputs(
+            [
+                type(var)(var.type, copy.deepcopy(var.data), name=var.name)
+                if i in destroyed
+                else var
+                for i, var in enumerate(node.inputs)
+            ]
+        )
+    return unconditional_constant_folding.transform(fgraph, node)
+
+
+def _fused_reduction(node) -> bool:
+    """A reduction fused with an elementwise function (PyTensor 2.38's C backend makes
+    ``sum(exp(x))`` one CAReduce of Composite{i0 + exp(i1)}), whose Python implementation
+    does not apply the function to the first element it reduces (it starts from x[0], not
+    exp(x[0])): its translation computes it, and ONNX's folding of that."""
+    return isinstance(node.op, CAReduce) and isinstance(node.op.scalar_op, Composite)
+
+
+_folding_on_copies = in2out(
+    constant_folding_on_copies, ignore_newtrees=True, name="onnx_constant_folding_on_copies"
+)
+for _phase in ("canonicalize", "uncanonicalize", "stabilize", "specialize"):
+    optdb[_phase].register(
+        "onnx_constant_folding_on_copies", _folding_on_copies, "onnx_baked", final_rewriter=True
+    )
 optdb["canonicalize"].register("onnx_reduce_before_check", reduce_before_check, "onnx")
 optdb["specialize"].register("onnx_channel_convolution", channel_convolution, "onnx")
 optdb["specialize"].register("onnx_flatten_own_batch", flatten_own_batch, "onnx")

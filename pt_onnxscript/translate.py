@@ -474,10 +474,11 @@ def baked_copy(
     Returns the copy and `values` keyed by the copy's inputs, which nothing reads any more.
     A compiled graph may hold in-place Ops, which some rewrites cannot rebuild on constants:
     those rewrites are skipped, as PyTensor skips a failing rewrite (the translation of an
-    in-place Op is the same pure function). The constants are read-only views of the values:
-    constant folding runs an Op on its constant inputs' own arrays, and an in-place Op (the
-    update t + 1 of a shared t) would write into the shared variable's array; on a read-only
-    one it fails, and is left unfolded.
+    in-place Op is the same pure function). PyTensor's constant folding runs an Op on its
+    constant inputs' own arrays, and the copy's in-place Ops (an update t + 1 of a shared t, a
+    Cholesky overwriting its matrix) would write into what other nodes read and into the
+    shared variables' own arrays: the copy is folded by rewrites.constant_folding_on_copies
+    instead, and its constants are read-only views of the values, which nothing writes into.
     """
     from pytensor import config
     from pytensor.tensor import constant as tensor_constant
@@ -489,7 +490,7 @@ def baked_copy(
     ]
     copy.replace_all(replacements, reason="pt_onnxscript: shared variables baked")
     with config.change_flags(on_opt_error="ignore"):
-        _rewrite(copy)
+        _rewrite(copy, baked=True)
     return copy, {equiv[var]: value for var, value in values.items()}
 
 
@@ -500,13 +501,17 @@ def _read_only(value, dtype: str) -> np.ndarray:
     return view
 
 
-def _rewrite(fgraph: FunctionGraph) -> None:
-    """Apply mode "ONNX"'s rewrites to `fgraph`, in place."""
+def _rewrite(fgraph: FunctionGraph, baked: bool = False) -> None:
+    """Apply mode "ONNX"'s rewrites to `fgraph`, in place (a compiled graph whose shared
+    variables are `baked`: with constant folding on copies, see baked_copy)."""
     from pytensor.compile import optdb
 
     from pt_onnxscript.linker import onnx_rewrites  # the linker imports this module
 
-    optdb.query(onnx_rewrites())(fgraph)
+    query = onnx_rewrites()
+    if baked:
+        query = query.including("onnx_baked").excluding("topo_constant_folding")
+    optdb.query(query)(fgraph)
 
 
 def _unique(name: str, taken: set[str]) -> str:

@@ -9,7 +9,7 @@ import pytensor.tensor as pt
 import pytest
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
-from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.elemwise import CAReduce, Elemwise
 
 from pt_onnxscript import (
     DEFAULT_OPSET,
@@ -223,6 +223,58 @@ def test_baking_leaves_shared_values_alone_under_in_place_updates():
     steps = pytensor.shared(np.int64(0), name="steps")
     export_onnx(pytensor.function([x], x * 2, updates={steps: steps + 1}))
     assert_same(steps.get_value(), np.array(0))
+
+
+def _in_place_on_baked(case):
+    """Outputs over a baked w whose compiled graph (PyTensor's default mode) has an in-place
+    Op destroying a value that only w's computes (so it folds) and that another output reads."""
+    w = pytensor.shared(np.arange(6.0).reshape(2, 3), name="w")
+    x = pt.vector("x")
+    gram = pt.dot(w, w.T) + pt.eye(2)
+    if case == "cholesky":
+        return x, [gram.sum() * x, pt.linalg.cholesky(gram)]
+    if case == "solve":
+        b = w.sum(1) * 2
+        return x, [b.sum() * x, pt.linalg.solve(gram, b)]
+    if case == "add":
+        return x, [pt.dot(w, w.T).sum() * x, pt.dot(w, w.T) + 1]
+    a = pt.exp(w).sum(0)
+    return x, [a.sum() * x, pt.inc_subtensor(a[0], 5.0)]
+
+
+@pytest.mark.parametrize("case", ["cholesky", "solve", "add", "inc_subtensor"])
+def test_baked_values_fold_through_in_place_ops_on_copies(case):
+    # PyTensor's constant folding ran the compiled graph's in-place Ops (a Cholesky
+    # overwriting its matrix, a Solve its right-hand side, an in-place add or increment) on
+    # the folded constants' own arrays, which the other outputs read: the model computed
+    # them from the destroyed values.
+    x, outputs = _in_place_on_baked(case)
+    fn = pytensor.function([x], outputs)
+    assert any(node.op.destroy_map for node in fn.maker.fgraph.apply_nodes)
+    model = export_onnx(fn)
+    value = np.array([1.0, 2.0, 3.0])
+    for got, expected in zip(run(model, x=value), fn(value), strict=True):
+        assert_same(got, expected)
+
+
+def test_a_reduction_fused_by_pytensor_238_folds_as_its_parts():
+    # PyTensor 2.38's C backend fuses sum(exp(w)) into one CAReduce of
+    # Composite{i0 + exp(i1)}, whose Python implementation (what constant folding runs)
+    # starts from w[0], not exp(w[0]): a baked w gave sum(exp(w)) - exp(w[0]) + w[0].
+    w = pytensor.shared(np.arange(6.0).reshape(2, 3), name="w")
+    x = pt.vector("x")
+    fn = pytensor.function([x], pt.exp(w).sum(0) * x)
+    fused = [
+        node
+        for node in fn.maker.fgraph.apply_nodes
+        if isinstance(node.op, CAReduce) and isinstance(node.op.scalar_op, ps.Composite)
+    ]
+    if not fused:
+        pytest.skip("PyTensor 3's default mode fuses no reduction with an Elemwise")
+    value = np.array([1.0, 2.0, 3.0])
+    for shared in ("bake", "input"):
+        feeds = {"x": value} if shared == "bake" else {"x": value, "w": w.get_value()}
+        assert_same(run(export_onnx(fn, shared=shared), **feeds)[0], fn(value))
 
 
 def test_export_function_compiled_in_default_mode(tmp_path):

@@ -251,7 +251,8 @@ def unfused(node) -> list | None:
         upcast_discrete_output=op.upcast_discrete_output,
     )
     parts.append(reduce.make_node(x))
-    if parts[-1].outputs[0].type != node.outputs[0].type:
+    # The same dtype and rank (static sizes may be known only to the parts: a baked input).
+    if not node.outputs[0].type.is_super(parts[-1].outputs[0].type):
         return None
     return parts
 
