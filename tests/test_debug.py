@@ -176,3 +176,18 @@ def test_a_wrong_step_is_found_at_its_scan(exp_off_by_1e3):
     )
     divergence = find_divergence(([x], [ys]), [np.array([0.5, -1.0, 2.0])])
     assert isinstance(divergence, Divergence) and isinstance(divergence.node.op, Scan)
+
+
+def test_a_reduction_fused_by_pytensor_238_is_evaluated_as_its_parts():
+    # PyTensor 2.38's C backend fuses sum(exp(x)) into one CAReduce of
+    # Composite{i0 + exp(i1)}, whose Python implementation starts from x[0], not exp(x[0]):
+    # the PyTensor side of the comparison was wrong, and the translation reported.
+    x = pt.matrix("x")
+    fn = pytensor.function([x], pt.exp(x).sum(0))
+    nodes = fn.maker.fgraph.apply_nodes
+    if len(nodes) != 1 or not isinstance(next(iter(nodes)).op.scalar_op, ps.Composite):
+        pytest.skip("PyTensor 3's default mode fuses no reduction with an Elemwise")
+    value = np.arange(6.0).reshape(2, 3)
+    (report,) = compare_nodes(fn, [value])
+    assert not isinstance(report, Divergence)
+    assert_same(report.expected[0], np.exp(value).sum(0))
