@@ -168,9 +168,10 @@ def arange(g, node, start, stop, step):
     length = raise_if(g, zero_step, length, ZeroDivisionError, f"{node.op}: the step is zero")
     if any(var.type.dtype.startswith("float") for var in node.inputs):
         # Integers make none of these: no run-time checks for arange(x.shape[0]).
-        unknown = g.And(g.IsNaN(length), g.Not(zero_step))
+        nan = g.IsNaN(length)
+        unknown = g.And(nan, g.Not(zero_step))
         too_long = g.Not(g.Less(g.Abs(length), constant(g, 2.0**63, "float64")))
-        too_long = g.And(too_long, g.Not(g.Or(g.IsNaN(length), zero_step)))
+        too_long = g.And(too_long, g.Not(g.Or(nan, zero_step)))
         length = raise_if(g, unknown, length, ValueError, "arange: cannot compute length")
         length = raise_if(g, too_long, length, ValueError, "Maximum allowed size exceeded")
         # NumPy: a quotient 0.0 of a nonzero distance is one element (-0.0: none).
