@@ -9,6 +9,7 @@ from pytensor.graph.op import Op
 from pytensor.scan.op import Scan
 from pytensor.tensor.basic import AllocEmpty, ScalarFromTensor, TensorFromScalar
 from pytensor.tensor.elemwise import Elemwise
+from test_scan import scan
 
 from pt_onnxscript import UnsupportedOpError
 from pt_onnxscript.debug import Divergence, compare_nodes, find_divergence
@@ -152,12 +153,7 @@ def test_a_scan_agrees_though_its_empty_buffers_hold_anything():
     # A Scan's output buffers are AllocEmpty: memory whose values PyTensor leaves as they
     # were (any numbers), where ONNX Runtime gives zeros. Their shape and dtype are compared.
     x = pt.vector("x")
-    ys = pytensor.scan(
-        lambda xi, acc: acc * 0.5 + pt.exp(xi),
-        sequences=[x],
-        outputs_info=[pt.zeros(())],
-        return_updates=False,
-    )
+    ys = scan(lambda xi, acc: acc * 0.5 + pt.exp(xi), sequences=[x], outputs_info=[pt.zeros(())])
     values = [np.array([0.5, -1.0, 2.0])]
     reports = compare_nodes(([x], [ys]), values)
     empty = [r for r in reports if isinstance(r.node.op, AllocEmpty)]
@@ -168,12 +164,8 @@ def test_a_scan_agrees_though_its_empty_buffers_hold_anything():
 
 def test_a_wrong_step_is_found_at_its_scan(exp_off_by_1e3):
     x = pt.vector("x")
-    ys = pytensor.scan(
-        lambda xi, acc: pt.exp(-acc) + xi,  # not pushed out of the loop
-        sequences=[x],
-        outputs_info=[pt.zeros(())],
-        return_updates=False,
-    )
+    # exp(-acc) is not pushed out of the loop
+    ys = scan(lambda xi, acc: pt.exp(-acc) + xi, sequences=[x], outputs_info=[pt.zeros(())])
     divergence = find_divergence(([x], [ys]), [np.array([0.5, -1.0, 2.0])])
     assert isinstance(divergence, Divergence) and isinstance(divergence.node.op, Scan)
 
