@@ -18,10 +18,11 @@
   (dropped_slices_indexed), and after it, a DimShuffle of an Elemwise's result becomes the
   same Elemwise of DimShuffled inputs where the graph computes that already
   (dimshuffle_of_elemwise_computed), and a second merge follows;
-- for the copy of a compiled graph whose shared variables are baked (tag "onnx_baked", in
-  place of PyTensor's topo_constant_folding), constant folding that runs an in-place Op on
-  copies of the constants it destroys and leaves PyTensor 2.38's fused reductions to the
-  translation (constant_folding_on_copies).
+- for what export rewrites again (the copy of a compiled graph whose shared variables are
+  baked, Scan and OpFromGraph inner graphs: tag "onnx_folding", in place of PyTensor's
+  topo_constant_folding and constant_folding_for_scan2), constant folding that runs an
+  in-place Op on copies of the constants it destroys and leaves the C backend's fused
+  reductions to the translation (constant_folding_on_copies).
 
 All are exact replacements; graphs that do not match are translated op by op.
 """
@@ -506,8 +507,9 @@ def constant_folding_on_copies(fgraph, node):
 
 
 def _fused_reduction(node) -> bool:
-    """A reduction fused with an elementwise function (PyTensor 2.38's C backend makes
-    ``sum(exp(x))`` one CAReduce of Composite{i0 + exp(i1)}), whose Python implementation
+    """A reduction fused with an elementwise function (PyTensor's C backend makes
+    ``sum(exp(x))`` one CAReduce of Composite{i0 + exp(i1)}: 2.38's default mode, and the
+    inner graphs of Scans its C linker compiled, 3.0's too), whose Python implementation
     does not apply the function to the first element it reduces (it starts from x[0], not
     exp(x[0])): its translation computes it, and ONNX's folding of that."""
     return isinstance(node.op, CAReduce) and isinstance(node.op.scalar_op, Composite)
@@ -518,8 +520,14 @@ _folding_on_copies = in2out(
 )
 for _phase in ("canonicalize", "uncanonicalize", "stabilize", "specialize"):
     optdb[_phase].register(
-        "onnx_constant_folding_on_copies", _folding_on_copies, "onnx_baked", final_rewriter=True
+        "onnx_constant_folding_on_copies", _folding_on_copies, "onnx_folding", final_rewriter=True
     )
+# Scan's own rewrites fold what they push out of a loop (the constants a bake pushed in).
+optdb["scan_eqopt2"].register(
+    "onnx_constant_folding_for_scan2",
+    dfs_rewriter(constant_folding_on_copies, ignore_newtrees=True),
+    "onnx_folding",
+)
 optdb["canonicalize"].register("onnx_reduce_before_check", reduce_before_check, "onnx")
 optdb["specialize"].register("onnx_channel_convolution", channel_convolution, "onnx")
 optdb["specialize"].register("onnx_flatten_own_batch", flatten_own_batch, "onnx")

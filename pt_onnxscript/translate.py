@@ -490,7 +490,7 @@ def baked_copy(
     ]
     copy.replace_all(replacements, reason="pt_onnxscript: shared variables baked")
     with config.change_flags(on_opt_error="ignore"):
-        _rewrite(copy, baked=True)
+        _rewrite(copy)
     return copy, {equiv[var]: value for var, value in values.items()}
 
 
@@ -501,16 +501,24 @@ def _read_only(value, dtype: str) -> np.ndarray:
     return view
 
 
-def _rewrite(fgraph: FunctionGraph, baked: bool = False) -> None:
-    """Apply mode "ONNX"'s rewrites to `fgraph`, in place (a compiled graph whose shared
-    variables are `baked`: with constant folding on copies, see baked_copy)."""
+def _rewrite(fgraph: FunctionGraph) -> None:
+    """Apply mode "ONNX"'s rewrites to `fgraph`, in place, with constant folding on copies
+    (rewrites.constant_folding_on_copies, see baked_copy) in place of PyTensor's: what is
+    rewritten here again may hold in-place Ops and fused reductions (a compiled graph, a
+    Scan's inner graph its C linker compiled) that meet new constants (baked shared
+    variables, which Scan's rewrites push into and out of its loop). Scan's
+    scan_push_out_add is left out: it asserts that an Add of a step's carried value and a
+    Dot has two inputs, and a rewritten graph's Adds have more (Add(Dot, Dot, h) stopped
+    the export of a compiled RNN's gradient with an AssertionError)."""
     from pytensor.compile import optdb
 
     from pt_onnxscript.linker import onnx_rewrites  # the linker imports this module
 
-    query = onnx_rewrites()
-    if baked:
-        query = query.including("onnx_baked").excluding("topo_constant_folding")
+    query = (
+        onnx_rewrites()
+        .including("onnx_folding")
+        .excluding("topo_constant_folding", "constant_folding_for_scan2", "scan_push_out_add")
+    )
     optdb.query(query)(fgraph)
 
 

@@ -287,6 +287,70 @@ def test_a_reduction_fused_by_pytensor_238_folds_as_its_parts(reduce):
         assert_same(run(export_onnx(fn, shared=shared), **feeds)[0], fn(value))
 
 
+def _scan(*args, **kwargs):
+    """pytensor.scan's outputs (PyTensor 2.38 returns them with the updates)."""
+    result = pytensor.scan(*args, **kwargs)
+    return result[0] if isinstance(result, tuple) and isinstance(result[1], dict) else result
+
+
+def _scan_over_baked(case):
+    """A Scan whose step reduces a function of a shared variable: baked, Scan's rewrites push
+    the reduction out of the loop and fold it."""
+    rng = np.random.default_rng(0)
+    if case == "mit_sot":
+        c = pytensor.shared(np.array([0.6, -0.2]), name="c")
+        x = pt.vector("x")
+        ys = _scan(
+            lambda xt, y2, y1: c[0] * y1 + c[1] * y2 + xt + pt.exp(c).prod(),
+            sequences=[x],
+            outputs_info=[{"initial": pt.zeros(2), "taps": [-2, -1]}],
+        )
+        return c, x, ys, rng.normal(size=8)
+    w = pytensor.shared(rng.normal(size=(3, 3)) * 0.5, name="w")
+    b = pytensor.shared(np.ones(3), name="b")
+    x = pt.matrix("x")
+    hs = _scan(  # w and b read by the step, not passed: Scan makes them non-sequences
+        lambda xt, h: pt.tanh(pt.dot(h, w) + xt + pt.exp(b).sum()),
+        sequences=[x],
+        outputs_info=[pt.zeros(3)],
+    )
+    return w, x, hs, rng.normal(size=(5, 3))
+
+
+@pytest.mark.parametrize("mode", ["FAST_RUN", "FAST_COMPILE"])
+@pytest.mark.parametrize("case", ["mit_sot", "implicit_non_sequences"])
+def test_baked_values_a_scan_reduces_fold_as_their_parts(case, mode):
+    # A Scan's inner graph compiled by the C linker holds fused reductions (CAReduce of
+    # Composite{i0 + exp(i1)}), in PyTensor 3 too; baked, Scan's rewrites pushed the reduction
+    # of the now constant input out of the loop and folded it with PyTensor's own folding
+    # (constant_folding_for_scan2), whose Python implementation of a fused reduction is
+    # wrong: the mit-sot recursion's outputs were off by 2x.
+    shared, x, outputs, value = _scan_over_baked(case)
+    fn = pytensor.function([x], outputs, mode=mode)
+    before = shared.get_value().copy()
+    model = export_onnx(fn)
+    assert_same(shared.get_value(), before, what="the shared variable")
+    assert_same(run(model, x=value)[0], fn(value))
+
+
+def test_a_compiled_gradient_through_a_scan_exports_baked():
+    # Rewritten again after baking, Scan's scan_push_out_add met an Add(Dot, Dot, carried)
+    # of the compiled gradient's loop and stopped the export with an AssertionError (it
+    # expects an Add of two inputs; PyTensor 3's default mode).
+    w = pytensor.shared(np.random.default_rng(0).normal(size=(3, 3)), name="w")
+    x = pt.matrix("x")
+
+    def step(xt, h, w):
+        chol = pt.linalg.cholesky(w @ w.T + pt.eye(3))
+        return pt.tanh(pt.linalg.solve_triangular(chol, h + xt, lower=True))
+
+    hs = _scan(step, sequences=[x], outputs_info=[pt.zeros(3)], non_sequences=[w])
+    fn = pytensor.function([x], [hs, pytensor.grad(hs.sum(), w), (w @ w.T).sum()])
+    value = np.random.default_rng(1).normal(size=(4, 3))
+    for got, expected in zip(run(export_onnx(fn), x=value), fn(value), strict=True):
+        assert_same(got, expected)
+
+
 def test_export_function_compiled_in_default_mode(tmp_path):
     x = pt.matrix("x", dtype="float32", shape=(None, 3))
     f = pytensor.function([x], [pt.exp(x) * 2 - x])
