@@ -10,6 +10,7 @@ import pytest
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.tensor.elemwise import CAReduce, Elemwise
+from test_scan import user_scan
 
 from pt_onnxscript import (
     DEFAULT_OPSET,
@@ -287,12 +288,6 @@ def test_a_reduction_fused_by_pytensor_238_folds_as_its_parts(reduce):
         assert_same(run(export_onnx(fn, shared=shared), **feeds)[0], fn(value))
 
 
-def _scan(*args, **kwargs):
-    """pytensor.scan's outputs (PyTensor 2.38 returns them with the updates)."""
-    result = pytensor.scan(*args, **kwargs)
-    return result[0] if isinstance(result, tuple) and isinstance(result[1], dict) else result
-
-
 def _scan_over_baked(case):
     """A Scan whose step reduces a function of a shared variable: baked, Scan's rewrites push
     the reduction out of the loop and fold it."""
@@ -300,7 +295,7 @@ def _scan_over_baked(case):
     if case == "mit_sot":
         c = pytensor.shared(np.array([0.6, -0.2]), name="c")
         x = pt.vector("x")
-        ys = _scan(
+        ys = user_scan(
             lambda xt, y2, y1: c[0] * y1 + c[1] * y2 + xt + pt.exp(c).prod(),
             sequences=[x],
             outputs_info=[{"initial": pt.zeros(2), "taps": [-2, -1]}],
@@ -309,7 +304,7 @@ def _scan_over_baked(case):
     w = pytensor.shared(rng.normal(size=(3, 3)) * 0.5, name="w")
     b = pytensor.shared(np.ones(3), name="b")
     x = pt.matrix("x")
-    hs = _scan(  # w and b read by the step, not passed: Scan makes them non-sequences
+    hs = user_scan(  # w and b read by the step, not passed: Scan makes them non-sequences
         lambda xt, h: pt.tanh(pt.dot(h, w) + xt + pt.exp(b).sum()),
         sequences=[x],
         outputs_info=[pt.zeros(3)],
@@ -344,7 +339,7 @@ def test_a_compiled_gradient_through_a_scan_exports_baked():
         chol = pt.linalg.cholesky(w @ w.T + pt.eye(3))
         return pt.tanh(pt.linalg.solve_triangular(chol, h + xt, lower=True))
 
-    hs = _scan(step, sequences=[x], outputs_info=[pt.zeros(3)], non_sequences=[w])
+    hs = user_scan(step, sequences=[x], outputs_info=[pt.zeros(3)], non_sequences=[w])
     fn = pytensor.function([x], [hs, pytensor.grad(hs.sum(), w), (w @ w.T).sum()])
     value = np.random.default_rng(1).normal(size=(4, 3))
     for got, expected in zip(run(export_onnx(fn), x=value), fn(value), strict=True):

@@ -22,6 +22,16 @@ def scan(*args, **kwargs):
     )
 
 
+def user_scan(*args, **kwargs):
+    """pytensor.scan as a user calls it: its step compiled the default way (a compiled
+    function's backend rewrites its inner graph in place, fusing, making Ops in-place)."""
+    return (
+        pytensor.scan(*args, return_updates=False, **kwargs)
+        if _has_return_updates()
+        else pytensor.scan(*args, **kwargs)[0]
+    )
+
+
 def _has_return_updates():
     import inspect
 
