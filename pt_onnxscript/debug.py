@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from pytensor.compile import Function
 from pytensor.compile.builders import OpFromGraph
+from pytensor.compile.mode import Mode
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
+from pytensor.scan.op import Scan
 from pytensor.tensor.basic import AllocEmpty
 from pytensor.tensor.elemwise import CAReduce
 from pytensor.tensor.type import TensorType
@@ -167,12 +169,47 @@ def _pytensor_results(node: Apply, inputs: list) -> list:
         for part in parts:
             (value,) = _pytensor_results(part, [value])
         return [value]
+    op = _runnable_scan(node.op) if isinstance(node.op, Scan) else node.op
     storage = {var: [copy.deepcopy(value)] for var, value in zip(node.inputs, inputs, strict=True)}
     computed = {var: [True] for var in node.inputs}
     for var in node.outputs:
         storage[var], computed[var] = [None], [False]
-    node.op.make_thunk(node, storage, computed, [], impl="py")()
+    op.make_thunk(node, storage, computed, [], impl="py")()
     return [storage[var][0] for var in node.outputs]
+
+
+def _runnable_scan(op: Scan) -> Scan:
+    """`op`, or a copy of it whose step PyTensor can compile: Scan compiles its step from its
+    own inner graph on first use, refusing in-place Ops, and a compiled function's backend
+    may have rewritten that graph without compiling it there (PyTensor's Numba backend, and
+    3.0's C backend, leave in-place Ops in it). The copy's step is compiled from a copy of
+    the inner graph, in-place Ops accepted (nested Scans likewise), by the C VM: its inner
+    graph holds the C backend's fused reductions, whose Python implementation is wrong
+    (ops.math.unfused)."""
+    if getattr(op, "_fn", None) is not None:  # compiled by the function that holds it
+        return op
+    fgraph = op.fgraph.clone()
+    for node in fgraph.toposort():
+        if isinstance(node.op, Scan) and (inner := _runnable_scan(node.op)) is not node.op:
+            fgraph.replace_all(
+                zip(node.outputs, inner.make_node(*node.inputs).outputs, strict=True),
+                reason="pt_onnxscript: a nested Scan's step compiled",
+            )
+    inputs, outputs = op.prepare_fgraph(fgraph)
+    options = {
+        "mode": Mode(linker="cvm", optimizer=None),
+        "accept_inplace": True,
+        "on_unused_input": "ignore",
+    }
+    scan = copy.copy(op)
+    if hasattr(options["mode"], "function_maker"):  # PyTensor 3
+        scan._fn = options["mode"].function_maker(inputs, outputs, fgraph=fgraph, **options)
+        scan._fn = scan._fn.create()
+    else:
+        from pytensor.compile.function.pfunc import pfunc
+
+        scan._fn = pfunc(inputs, outputs, fgraph=fgraph, **options)
+    return scan
 
 
 def _evaluate_graph(fgraph: FunctionGraph, inputs: list) -> list:

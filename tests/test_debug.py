@@ -9,7 +9,7 @@ from pytensor.graph.op import Op
 from pytensor.scan.op import Scan
 from pytensor.tensor.basic import AllocEmpty, ScalarFromTensor, TensorFromScalar
 from pytensor.tensor.elemwise import Elemwise
-from test_scan import scan
+from test_scan import scan, user_scan
 
 from pt_onnxscript import UnsupportedOpError
 from pt_onnxscript.debug import Divergence, compare_nodes, find_divergence
@@ -183,3 +183,44 @@ def test_a_reduction_fused_by_pytensor_238_is_evaluated_as_its_parts():
     (report,) = compare_nodes(fn, [value])
     assert not isinstance(report, Divergence)
     assert_same(report.expected[0], np.exp(value).sum(0))
+
+
+def _rnn():
+    w = pytensor.shared(np.random.default_rng(0).normal(size=(3, 3)) * 0.5, name="w")
+    b = pytensor.shared(np.ones(3), name="b")
+    x = pt.matrix("x")
+    return x, user_scan(
+        lambda xt, h: pt.tanh(pt.dot(h, w) + xt + pt.exp(b).sum()),
+        sequences=[x],
+        outputs_info=[pt.zeros(3)],
+    )
+
+
+def _nested_rnn():
+    w = pytensor.shared(np.random.default_rng(0).normal(size=(2, 2)) * 0.5, name="w")
+    x = pt.tensor3("x")
+
+    def outer(rows, h):
+        inner = user_scan(
+            lambda row, hh: pt.tanh(pt.dot(hh, w) + row), sequences=[rows], outputs_info=[h]
+        )
+        return inner[-1]
+
+    return x, user_scan(outer, sequences=[x], outputs_info=[pt.zeros(2)])
+
+
+@pytest.mark.parametrize(
+    "make, mode",
+    [(_rnn, "NUMBA"), (_rnn, "FAST_RUN"), (_nested_rnn, "FAST_RUN")],
+    ids=["rnn-NUMBA", "rnn-FAST_RUN", "nested-FAST_RUN"],
+)
+def test_scans_of_a_compiled_function_agree(make, mode):
+    # A compiled function's backend rewrites a Scan's inner graph in place (PyTensor's Numba
+    # backend, and 3.0's C backend, leave in-place Ops in it) and Scan refuses to compile
+    # such a step again: the PyTensor side raised "Graph must not contain inplace
+    # operations". Its step also holds the C backend's fused reductions (exp(b).sum()),
+    # whose Python implementation is wrong.
+    x, ys = make()
+    fn = pytensor.function([x], ys, mode=mode)
+    value = np.random.default_rng(1).normal(size=(5, 3) if x.ndim == 2 else (3, 4, 2))
+    assert find_divergence(fn, [value]) is None
