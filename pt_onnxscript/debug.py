@@ -23,9 +23,10 @@ from pytensor.compile.builders import OpFromGraph
 from pytensor.compile.mode import Mode
 from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
+from pytensor.scalar import Composite
 from pytensor.scan.op import Scan
-from pytensor.tensor.basic import AllocEmpty
-from pytensor.tensor.elemwise import CAReduce
+from pytensor.tensor.basic import AllocEmpty, constant
+from pytensor.tensor.elemwise import CAReduce, Elemwise
 from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.export import as_function
@@ -169,6 +170,8 @@ def _pytensor_results(node: Apply, inputs: list) -> list:
         for part in parts:
             (value,) = _pytensor_results(part, [value])
         return [value]
+    if isinstance(node.op, Elemwise) and isinstance(node.op.scalar_op, Composite):
+        return _composite_results(node, inputs)
     op = _runnable_scan(node.op) if isinstance(node.op, Scan) else node.op
     storage = {var: [copy.deepcopy(value)] for var, value in zip(node.inputs, inputs, strict=True)}
     computed = {var: [True] for var in node.inputs}
@@ -176,6 +179,34 @@ def _pytensor_results(node: Apply, inputs: list) -> list:
         storage[var], computed[var] = [None], [False]
     op.make_thunk(node, storage, computed, [], impl="py")()
     return [storage[var][0] for var in node.outputs]
+
+
+def _composite_results(node: Apply, inputs: list) -> list:
+    """An Elemwise of a Composite (a fused elementwise loop of the C and Numba backends)
+    evaluated as one Elemwise per scalar Op of its inner graph, each a NumPy ufunc over the
+    arrays. Its Python implementation calls the scalar Ops on Python floats one element at
+    a time, and PyTensor's reciprocal of a Python float is a float32 (np.float32(1.0) / x,
+    under NumPy 2's promotion): PyMC's Exponential log-density, fused as -log(1 / x) by
+    PyTensor 2.38, lost half its digits there, and its exact translation was reported."""
+    composite = node.op.scalar_op
+    tensors = dict(zip(composite.fgraph.inputs, node.inputs, strict=True))
+    env = dict(zip(node.inputs, inputs, strict=True))
+    ones = (1,) * node.outputs[0].ndim  # an inner constant, of the node's rank
+    for inner in composite.fgraph.toposort():
+        args = [
+            tensors[var]
+            if var in tensors
+            else constant(np.full(ones, var.data, dtype=var.type.dtype))
+            for var in inner.inputs
+        ]
+        part = Elemwise(inner.op).make_node(*args)
+        env.update(zip(part.outputs, _pytensor_results(part, _values(part.inputs, env))))
+        tensors.update(zip(inner.outputs, part.outputs, strict=True))
+    shape = np.broadcast_shapes(*(np.shape(value) for value in inputs))
+    return [
+        np.array(np.broadcast_to(env[tensors[var]], shape), dtype=out.type.dtype)
+        for var, out in zip(composite.fgraph.outputs, node.outputs, strict=True)
+    ]
 
 
 def _runnable_scan(op: Scan) -> Scan:

@@ -224,3 +224,19 @@ def test_scans_of_a_compiled_function_agree(make, mode):
     fn = pytensor.function([x], ys, mode=mode)
     value = np.random.default_rng(1).normal(size=(5, 3) if x.ndim == 2 else (3, 4, 2))
     assert find_divergence(fn, [value]) is None
+
+
+def test_a_fused_loop_is_evaluated_by_numpy_ufuncs():
+    # An Elemwise of a Composite (a fused loop; PyTensor 2.38 fuses PyMC's Exponential
+    # log-density into -log(1 / x)) runs its scalar Ops on Python floats in its Python
+    # implementation, where PyTensor's reciprocal gives a float32 (np.float32(1.0) / x under
+    # NumPy 2's promotion): the exact translation was reported as diverging by 1.5e-6.
+    x = ps.float64("x")
+    fused = Elemwise(ps.Composite([x], [-ps.log(ps.reciprocal(x)), ps.ge(ps.reciprocal(x), 0)]))
+    y = pt.vector("y")
+    fn = pytensor.function([y], fused(y), mode=Mode(linker="py", optimizer=None))
+    value = np.array([0.95680068, 2.0, 1e-3])
+    (report,) = compare_nodes(fn, [value])
+    assert not isinstance(report, Divergence)
+    assert_same(report.expected[0], np.log(value))
+    assert_same(report.expected[1], np.ones(3, dtype=bool))
