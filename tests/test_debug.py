@@ -13,7 +13,12 @@ from test_scan import scan, user_scan
 
 from pt_onnxscript import UnsupportedOpError
 from pt_onnxscript.debug import Divergence, compare_nodes, find_divergence
-from pt_onnxscript.registry import _scalar_translations, _translations, load_builtins
+from pt_onnxscript.registry import (
+    _blockwise_translations,
+    _scalar_translations,
+    _translations,
+    load_builtins,
+)
 from pt_onnxscript.testing import assert_same
 
 UNREWRITTEN = Mode(linker="py", optimizer=None)
@@ -240,3 +245,46 @@ def test_a_fused_loop_is_evaluated_by_numpy_ufuncs():
     assert not isinstance(report, Divergence)
     assert_same(report.expected[0], np.log(value))
     assert_same(report.expected[1], np.ones(3, dtype=bool))
+
+
+def test_results_that_differ_only_in_the_sign_of_zeros_are_reported_not_divergent():
+    # PyTensor's Python max of [0.0, -0.0] is -0.0, its C and Numba ones (and ONNX
+    # Runtime's) 0.0; a sum of negative zeros is 0.0 in PyTensor, -0.0 in ONNX Runtime.
+    # PyMC's Categorical log-density and Kumaraswamy gradient stopped the debugger there.
+    x = pt.vector("x")
+    fn = pytensor.function([x], [pt.max(x), pt.sum(x), x + 1], mode=Mode("py", None))
+    for value, op in [([0.0, -0.0], "Max"), ([-0.0, -0.0], "Sum")]:
+        assert find_divergence(fn, [np.array(value)]) is None
+        reports = compare_nodes(fn, [np.array(value)])
+        noted = [r for r in reports if "but for the sign of some zeros" in str(r)]
+        assert [type(r.node.op).__name__ for r in noted] == [op]
+
+
+def _eigh_and_svd():
+    a = pt.matrix("a")
+    w, v = pt.linalg.eigh(a)
+    u, s, vt = pt.linalg.svd(a)
+    return pytensor.function([a], [w, v, u, s, vt], mode=UNREWRITTEN)
+
+
+def test_eigenvectors_and_singular_vectors_are_compared_by_their_invariants():
+    # Unique only up to sign: ours need not be LAPACK's (PyMC's KroneckerNormal stopped the
+    # debugger at its eigh). Compared by a v - v diag(w), u diag(s) v^T - a, orthonormality.
+    value = np.random.default_rng(0).normal(size=(4, 4))  # eigh reads its lower triangle
+    reports = compare_nodes(_eigh_and_svd(), [value])
+    assert not any(isinstance(r, Divergence) for r in reports)
+    assert sum("compared by their invariants" in str(r) for r in reports) == 2
+
+
+def test_wrong_eigenvectors_are_found(monkeypatch):
+    from pt_onnxscript.ops.decompositions import Eigh
+
+    for table in (_translations, _blockwise_translations):  # PyTensor 3's is a Blockwise
+
+        def transposed(g, node, *inputs, right=table[Eigh]):
+            values, vectors = right(g, node, *inputs)
+            return [values, g.Transpose(vectors, perm=[1, 0])]
+
+        monkeypatch.setitem(table, Eigh, transposed)
+    divergence = find_divergence(_eigh_and_svd(), [np.random.default_rng(0).normal(size=(4, 4))])
+    assert "a v - b v diag(w) is" in divergence.message

@@ -624,7 +624,7 @@ def _guarded(g, outputs, failed, exc_type, message):
 NOT_FINITE = "array must not contain infs or NaNs"
 
 
-def _lower(op) -> bool:
+def reads_lower(op) -> bool:
     """Which triangle an Eigh or Eigvalsh reads (PyTensor 2.38's Eigh says it by UPLO)."""
     return op.lower if hasattr(op, "lower") else op.UPLO == "L"
 
@@ -644,9 +644,9 @@ def _symmetric_eigen(g, node, inputs, with_vectors: bool, variables=None):
     )
     # SciPy's check_finite (of the whole matrices, both triangles), then LAPACK's failures.
     non_finite = _non_finite(g, a) if not b else g.Or(_non_finite(g, a), _non_finite(g, b[0]))
-    a = symmetric(g, a, _lower(op), rank)
+    a = symmetric(g, a, reads_lower(op), rank)
     if b:
-        factor = lower_factor(g, b[0], dtype, _lower(op), rank, size)
+        factor = lower_factor(g, b[0], dtype, reads_lower(op), rank, size)
         half = solve_triangular(g, factor, a, dtype, True, False, size=size)
         reduced = solve_triangular(
             g, factor, swap_last(g, half, rank), dtype, True, False, size=size
@@ -730,7 +730,7 @@ if EighGrad is not None:
         eye = g.Cast(same, to=onnx_dtype(dtype))
         inner = g.Add(g.Mul(eye, g.Unsqueeze(gw, ints(g, [-2]))), mixed)
         grad = g.MatMul(g.MatMul(v, inner), swap_last(g, v, rank))
-        return _fold_triangle(g, grad, _lower(getattr(node.op, "core_op", node.op)), rank)
+        return _fold_triangle(g, grad, reads_lower(getattr(node.op, "core_op", node.op)), rank)
 
     @register(EigvalshGrad)
     @register_blockwise(EigvalshGrad)
