@@ -305,6 +305,12 @@ class ONNXFunction:
         self._shared = {
             name: spec.variable for name, spec in zip(names, fed, strict=True) if spec.shared
         }
+        # The baked shared tensors and the arrays they held: the model's values.
+        self._baked = [
+            (spec.variable, spec.variable.get_value(borrow=True))
+            for spec in compiled.maker.inputs
+            if spec.shared and spec not in fed and not is_random_state(spec.variable)
+        ]
         # What a call updates, as a PyTensor function would: (output index, shared variable)
         # for the fed shared variables with (default) updates.
         update_mapping = getattr(fgraph, "update_mapping", None) or {}
@@ -330,6 +336,14 @@ class ONNXFunction:
         save_model(self._ir_model, path, external_data=external_data, dims=self._dims)
 
     def __call__(self, *args, **kwargs):
+        for variable, value in self._baked:
+            if variable.get_value(borrow=True) is not value:
+                raise ValueError(
+                    f"Shared variable {variable.name or variable!r} was set after "
+                    f"{self.__name__} was exported with its value baked into the model "
+                    '(shared="bake"): export it again, or decorate with shared="input" to feed '
+                    "the variables' current values at every call"
+                )
         given = {name: kwargs.pop(name) for name in list(kwargs) if name in self._shared}
         bound = self._signature.bind(*args, **kwargs)
         feeds = {}

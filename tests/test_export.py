@@ -647,6 +647,22 @@ def test_decorator_with_shared_inputs_feeds_their_values():
     assert_same(scale(np.ones(2), W=np.array([5.0, 6.0])), np.array([5.0, 6.0]))
 
 
+def test_a_decorated_function_refuses_a_baked_value_set_since_export():
+    # Its model holds the value the shared variable had at export: after set_value, a call
+    # silently computed with the old one.
+    w = pytensor.shared(np.array([1.0, 2.0]), name="W")
+
+    @onnx_export(x=("float64", (2,)))
+    def scale(x):
+        return x * w
+
+    assert scale.input_names == ["x"]
+    assert_same(scale(np.ones(2)), np.array([1.0, 2.0]))
+    w.set_value(np.array([3.0, 4.0]))
+    with pytest.raises(ValueError, match=r"'W' was set after scale was exported.*shared=.input"):
+        scale(np.ones(2))
+
+
 def test_sparse_and_non_tensor_variables_are_type_errors_naming_them():
     import pytensor.sparse as ps_sparse
 
