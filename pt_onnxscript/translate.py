@@ -42,6 +42,7 @@ from pt_onnxscript.types import (
     check_not_sparse,
     check_tensor_variable,
     io_type,
+    is_xtensor,
     onnx_dtype,
     value_shape,
 )
@@ -282,8 +283,9 @@ def _scalar_node(scalar_op: ScalarOp, dtypes: tuple[str, ...], _out_dtypes) -> A
 
 
 def constant_value(g, var: Constant) -> ir.Value | None:
-    """The ONNX initializer holding constant `var` (None for non-tensor constants)."""
-    if not isinstance(var.type, TensorType | ScalarType):
+    """The ONNX initializer holding constant `var` (None for non-tensor constants; an
+    xtensor's is its array: a graph output that folded to a constant is one)."""
+    if not isinstance(var.type, TensorType | ScalarType) and not is_xtensor(var):
         return None
     root = g.builder.root
     seen = root.constants_seen.get(id(var))

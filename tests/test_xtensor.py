@@ -57,3 +57,15 @@ def test_data_array_inputs_in_their_own_dim_order(rng):
     fn = pytensor.function([x], x.sum("b"), mode="ONNX")
     values = rng.normal(size=(3, 4))
     np.testing.assert_allclose(fn(xr.DataArray(values.T, dims=("b", "a"))), values.sum(1))
+
+
+def test_an_output_that_folds_to_a_constant_xtensor():
+    # PyTensor folds it to an xtensor constant, which the walker took for a non-tensor one:
+    # its output's Identity had no input (an IndexError, in mode "ONNX" and export alike).
+    x = px.xtensor("x", dims=("a",))
+    constant = px.as_xtensor(pytensor.tensor.as_tensor(np.arange(3.0)), dims=("a",)) * 2
+    fn = pytensor.function([x], [constant, x.sum("a")], mode="ONNX")
+    got = fn(np.ones(3))
+    np.testing.assert_array_equal(got[0], [0.0, 2.0, 4.0])
+    model = export_onnx(pytensor.function([], constant))
+    assert [init.dims for init in model.graph.initializer] == [[3]]
