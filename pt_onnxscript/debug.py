@@ -228,19 +228,16 @@ def _runnable_scan(op: Scan) -> Scan:
                 reason="pt_onnxscript: a nested Scan's step compiled",
             )
     inputs, outputs = op.prepare_fgraph(fgraph)
-    options = {
-        "mode": Mode(linker="cvm", optimizer=None),
-        "accept_inplace": True,
-        "on_unused_input": "ignore",
-    }
-    scan = copy.copy(op)
-    if hasattr(options["mode"], "function_maker"):  # PyTensor 3
-        scan._fn = options["mode"].function_maker(inputs, outputs, fgraph=fgraph, **options)
-        scan._fn = scan._fn.create()
-    else:
+    mode = Mode(linker="cvm", optimizer=None)
+    options = {"mode": mode, "accept_inplace": True, "on_unused_input": "ignore"}
+    if hasattr(mode, "function_maker"):  # PyTensor 3
+        step = mode.function_maker(inputs, outputs, fgraph=fgraph, **options).create()
+    else:  # PyTensor 2.38
         from pytensor.compile.function.pfunc import pfunc
 
-        scan._fn = pfunc(inputs, outputs, fgraph=fgraph, **options)
+        step = pfunc(inputs, outputs, fgraph=fgraph, **options)
+    scan = copy.copy(op)
+    scan._fn = step  # what Scan.fn compiles (and caches) on first use
     return scan
 
 
@@ -286,9 +283,10 @@ def _compare(index, node, inputs, expected, opset, rtol, atol) -> NodeReport:
             assert_same(res, exp, rtol=rtol, atol=atol, what=what)
         except AssertionError:
             signs.append(i)
-    message = UNSPECIFIED if unspecified else SIGNED_ZEROS.format(signs) if signs else None
-    message = VECTORS.format(vectors) if vectors and not message else message
-    return NodeReport(index, node, inputs, expected, actual, message)
+    notes = [UNSPECIFIED] if unspecified else []
+    notes += [SIGNED_ZEROS.format(signs)] if signs else []
+    notes += [VECTORS.format(list(vectors))] if vectors else []
+    return NodeReport(index, node, inputs, expected, actual, "; ".join(notes) or None)
 
 
 def _vector_outputs(node: Apply) -> tuple[int, ...]:
@@ -321,8 +319,7 @@ def _vector_invariants(node: Apply, inputs: list, actual: list) -> str | None:
         k = s.shape[-1]
         residuals = {"u diag(s) v^T - a": (u[..., :k] * s[..., None, :]) @ vt[..., :k, :] - a}
         bases = {"u": (u, u), "v": (np.swapaxes(vt, -1, -2),) * 2}
-    n = max(a.shape[-2:], default=1)
-    tol = 10 * max(n, 1) * TOLERANCES[dtype][0]
+    tol = 10 * max(1, *a.shape[-2:]) * TOLERANCES[dtype][0]
     scale = max(float(np.max(np.abs(a), initial=0.0)), np.finfo(dtype).tiny)
     for name, residual in residuals.items():
         if not np.max(np.abs(residual), initial=0.0) <= tol * scale:  # NaN fails too
