@@ -321,6 +321,17 @@ class ONNXFunction:
             for out, inp in update_mapping.items()
             if id(compiled.maker.inputs[inp].variable) in fed_variables
         ]
+        fixed = [
+            str(variable)
+            for variable in (compiled.maker.inputs[inp].variable for inp in update_mapping.values())
+            if id(variable) not in fed_variables and not is_random_state(variable)
+        ]
+        if fixed:
+            raise ValueError(
+                f"@onnx_export of {fn.__name__}: a call updates shared variables {fixed} "
+                '(their default_update), whose values shared="bake" fixes in the model: '
+                'decorate with shared="input", which feeds them and updates them every call'
+            )
         self._large = tensor_bytes(self._ir_model) > EXTERNAL_DATA_BYTES
         self.model = None if self._large else to_proto(self._ir_model, dims=self._dims)
         self._checks = model_checks(self._ir_model)

@@ -663,6 +663,27 @@ def test_a_decorated_function_refuses_a_baked_value_set_since_export():
         scale(np.ones(2))
 
 
+@pytest.mark.filterwarnings("ignore:Setting default_update is deprecated")
+def test_a_decorated_function_refuses_to_bake_what_it_updates():
+    # A shared variable with a default_update changes at every call of a PyTensor function;
+    # baked, the decorated function computed with its first value at every call.
+    count = pytensor.shared(np.float64(0.0), name="count")
+    count.default_update = count + 1
+    with pytest.raises(ValueError, match=r"updates shared variables \['count'\].*shared=.input"):
+
+        @onnx_export(x=("float64", (2,)))
+        def shift(x):
+            return x + count
+
+    @onnx_export(x=("float64", (2,)), shared="input")
+    def shifted(x):
+        return x + count
+
+    assert_same(shifted(np.zeros(2)), np.zeros(2))
+    assert_same(shifted(np.zeros(2)), np.ones(2))
+    assert_same(count.get_value(), np.array(2.0))
+
+
 def test_sparse_and_non_tensor_variables_are_type_errors_naming_them():
     import pytensor.sparse as ps_sparse
 
