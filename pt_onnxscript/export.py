@@ -291,7 +291,6 @@ class ONNXFunction:
         self._single = isinstance(outputs, Variable)
         self.outputs = [outputs] if self._single else list(outputs)
         compiled = compile_for_export(self.inputs, self.outputs)
-        self._ir_model = function_to_model(compiled, dims=self._dims, **export_kwargs)
         baked_tensors = export_kwargs.get("shared", "bake") == "bake"
         baked_states = export_kwargs.get("random_state", "input") == "bake"
         fgraph = compiled.maker.fgraph
@@ -300,20 +299,29 @@ class ONNXFunction:
             for spec, var in zip(compiled.maker.inputs, fgraph.inputs, strict=True)
             if not (spec.shared and (baked_states if is_random_state(var) else baked_tensors))
         ]
-        names = [value.name for value in self._ir_model.graph.inputs]
-        self.input_names = names
-        self._shared = {
-            name: spec.variable for name, spec in zip(names, fed, strict=True) if spec.shared
-        }
         # The baked shared tensors and the arrays they held: the model's values.
         self._baked = [
             (spec.variable, spec.variable.get_value(borrow=True))
             for spec in compiled.maker.inputs
             if spec.shared and spec not in fed and not is_random_state(spec.variable)
         ]
+        update_mapping = getattr(fgraph, "update_mapping", None) or {}
+        updated = {id(compiled.maker.inputs[inp].variable) for inp in update_mapping.values()}
+        fixed = [str(variable) for variable, _ in self._baked if id(variable) in updated]
+        if fixed:
+            raise ValueError(
+                f"@onnx_export of {fn.__name__}: a call updates shared variables {fixed} "
+                '(their default_update), whose values shared="bake" fixes in the model: '
+                'decorate with shared="input", which feeds them and updates them every call'
+            )
+        self._ir_model = function_to_model(compiled, dims=self._dims, **export_kwargs)
+        names = [value.name for value in self._ir_model.graph.inputs]
+        self.input_names = names
+        self._shared = {
+            name: spec.variable for name, spec in zip(names, fed, strict=True) if spec.shared
+        }
         # What a call updates, as a PyTensor function would: (output index, shared variable)
         # for the fed shared variables with (default) updates.
-        update_mapping = getattr(fgraph, "update_mapping", None) or {}
         fed_variables = {id(spec.variable) for spec in fed if spec.shared}
         self._n_outputs = len(self.outputs)
         self._updates = [
@@ -321,17 +329,6 @@ class ONNXFunction:
             for out, inp in update_mapping.items()
             if id(compiled.maker.inputs[inp].variable) in fed_variables
         ]
-        fixed = [
-            str(variable)
-            for variable in (compiled.maker.inputs[inp].variable for inp in update_mapping.values())
-            if id(variable) not in fed_variables and not is_random_state(variable)
-        ]
-        if fixed:
-            raise ValueError(
-                f"@onnx_export of {fn.__name__}: a call updates shared variables {fixed} "
-                '(their default_update), whose values shared="bake" fixes in the model: '
-                'decorate with shared="input", which feeds them and updates them every call'
-            )
         self._large = tensor_bytes(self._ir_model) > EXTERNAL_DATA_BYTES
         self.model = None if self._large else to_proto(self._ir_model, dims=self._dims)
         self._checks = model_checks(self._ir_model)
