@@ -2,6 +2,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from pytensor.graph.replace import vectorize_graph
 from pytensor.tensor.basic import ExtractDiag
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.math import Dot
@@ -54,23 +55,51 @@ def test_gradient_of_a_batched_inverse(shape, rng):
 
 
 @pytest.mark.parametrize("batch", [3, 0])
-def test_core_output_dims_from_the_loop(batch, rng):
-    """An output dim no input has (a diagonal's length) comes from the loop's results."""
+def test_core_output_dims_inferred_from_the_inputs(batch, rng):
+    """An output dim no input has (a diagonal's length) is the core op's infer_shape of the
+    inputs' dims, as PyTensor infers it: an empty batch has its shape (it raised, reading the
+    dim from the loop's results, which an empty batch has none of)."""
     x = pt.tensor3("x")
     out = Blockwise(ExtractDiag(offset=1), signature="(m,n)->(k)")(x)
     if batch:
         compare_onnx_and_py([x], out, [rng.normal(size=(batch, 3, 4))], expected_ops=["Loop"])
-    else:
-        import pytensor
-
+    else:  # PyTensor's Python Blockwise raises on an empty batch; its C and Numba do not
         fn = pytensor.function([x], out, mode="ONNX")
-        with pytest.raises(Exception, match="out of data bounds"):
-            fn(np.zeros((0, 3, 4)))
+        assert fn(np.zeros((0, 3, 4))).shape == (0, 3)
+
+
+def test_vectorized_indexing_and_solve_over_an_empty_broadcast_batch():
+    """`vectorize_graph` of an indexing, and a solve (whose rewrite indexes b by the LU
+    pivots in a Blockwise AdvancedSubtensor), over batch dims that broadcast to 0."""
+    v, i = pt.vector("v"), pt.lvector("i")
+    x, index = pt.matrix("x"), pt.lmatrix("index")
+    fn = pytensor.function([x, index], vectorize_graph(v[i], {v: x, i: index}), mode="ONNX")
+    assert fn(np.zeros((0, 3)), np.zeros((0, 2), dtype="int64")).shape == (0, 2)
+    np.testing.assert_array_equal(fn(np.eye(3)[:2], np.array([[0, 1], [2, 0]])), [[1, 0], [0, 0]])
+    a = pt.tensor("a", shape=(None, 1, None, None))
+    b = pt.tensor("b", shape=(1, None, None, None))
+    fn = pytensor.function([a, b], pt.linalg.solve(a, b), mode="ONNX")
+    result = fn(np.zeros((0, 1, 4, 4)), np.ones((1, 5, 4, 2)))
+    assert result.shape == (0, 5, 4, 2)
+
+
+def test_core_output_dims_from_the_loop():
+    """An output dim only the core op knows (a repeat's length, from the repeats' values)
+    comes from the loop's results; an empty batch has none, and raises as PyTensor's Python
+    and Numba Blockwise do, saying so."""
+    v, r = pt.vector("v"), pt.lvector("r")
+    x, repeats = pt.matrix("x"), pt.lmatrix("repeats")
+    out = vectorize_graph(pt.repeat(v, r, axis=0), {v: x, r: repeats})
+    fn = pytensor.function([x, repeats], out, mode="ONNX")
+    np.testing.assert_array_equal(
+        fn(np.arange(6.0).reshape(2, 3), np.array([[1, 2, 0], [0, 0, 3]])),
+        [[0, 1, 1], [5, 5, 5]],
+    )
+    with pytest.raises(NotImplementedError, match="empty batch: its output's core dim 0"):
+        fn(np.zeros((0, 3)), np.zeros((0, 3), dtype="int64"))
 
 
 def test_runtime_broadcasting_of_batch_dims_raises_like_pytensor():
-    import pytensor
-
     a = pt.tensor3("a")
     b = pt.tensor3("b")
     out = pt.linalg.solve(a, b, b_ndim=2)
