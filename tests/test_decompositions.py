@@ -281,6 +281,22 @@ def test_eigvalsh_static_size_and_batched(n, rng):
         compare_onnx_and_py([batch], w, [values], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.skipif(not PYTENSOR_3, reason="PyTensor 2.38's Eigvalsh takes a matrix")
+@pytest.mark.parametrize("n", [3, 30])
+@pytest.mark.parametrize("static", [True, False], ids=["static", "symbolic"])
+def test_eigvalsh_and_eigh_of_empty_batches(n, static):
+    """A batch of no matrices: the Sturm recurrence's Reshape by (rows, batch..., 1, 1) read
+    a 0 batch dim as "keep the input's dim" (ONNX's default) and failed; eigh above 24 runs
+    the same recurrence."""
+    size = n if static else None
+    for shape in [(0, n, n), (2, 0, n, n), (0, 2, n, n)]:
+        batch = pt.tensor("batch", shape=(None,) * (len(shape) - 2) + (size, size))
+        w, v = pt.linalg.eigh(batch)
+        fn = pytensor.function([batch], [pt.linalg.eigvalsh(batch, None), w, v], mode="ONNX")
+        values, w, v = fn(np.zeros(shape))
+        assert values.shape == w.shape == shape[:-1] and v.shape == shape
+
+
 def test_eigh_upper_triangle_and_repeated_eigenvalues(rng):
     a = pt.matrix("a")
     w, v = pt.linalg.eigh(a, lower=False) if PYTENSOR_3 else pt.linalg.eigh(a, UPLO="U")

@@ -169,7 +169,7 @@ def tridiagonal_eigenvalues(g, d, e, dtype: str, rank: int, size: int | None = N
     perm = [rank - 2, *range(rank - 2)]  # the rows first
 
     def by_chunks(values):
-        return g.Reshape(g.Transpose(values, perm=perm), shape)
+        return g.Reshape(g.Transpose(values, perm=perm), shape, allowzero=1)
 
     shifted, coupling = by_chunks(shifted), by_chunks(coupling)
     targets = g.Unsqueeze(range_to(g, n), last)  # (n, 1): eigenvalue j
