@@ -13,7 +13,9 @@ compute exactly what PyTensor computes:
 - batch-norm fusions into Conv or Gemm: they round the folded weights;
 
 and Slices-to-Split, whose matcher tries every pair of nodes (export time quadratic in the
-graph's size).
+graph's size). Its Flatten-to-Reshape rule and the one that writes a Reshape's shape from
+the inferred output shape are taken only where they write no -1 beside a 0 (ONNX Runtime
+cannot infer that -1 for a tensor of no elements; under allowzero=1 the model is invalid).
 
 Loops with a constant trip count that always run to the end (a scripted ``for k in
 range(n)``, a Scan of constant length) are unrolled when the copies stay small
@@ -43,6 +45,8 @@ from onnx_ir.passes import common as common_passes
 from onnxscript.optimizer import _constant_folding
 from onnxscript.rewriter import MatchResult, RewritePass, RewriteRuleClassBase, RewriteRuleSet
 from onnxscript.rewriter.rules import common as rules
+from onnxscript.rewriter.rules.common import _basic_rules
+from onnxscript.rewriter.rules.common import _materialize_reshape_shape as _materialize
 from onnxscript.rewriter.rules.common._basic_rules import ExpandIdentity
 
 from pt_onnxscript.inference import InferenceCache, shape_dims
@@ -72,6 +76,35 @@ class ExpandToOwnShape(ExpandIdentity):
         for want, have in zip(reversed(target), reversed(dims)):
             if want != 1 and want != have:
                 return check.fail(f"dim {want} may broadcast {have}")
+        return check
+
+
+# Two of onnxscript's Reshape rules may write a -1 ("infer this dim") beside a 0, a copied
+# dim or a static 0: ONNX Runtime cannot infer the -1 when the other dims' product is 0, and
+# under allowzero=1 such a shape makes the model invalid. They are taken where they do not.
+
+
+class FlattenToReshape(_basic_rules.Flatten2Reshape):
+    """onnxscript's ``Flatten(x) -> Reshape(x, shape)``, unless `shape` holds both a 0 and a
+    -1: ``Reshape(x, [0, -1])`` fails in ONNX Runtime for x of shape (0, 3, 4), which Flatten
+    takes to (0, 12)."""
+
+    def check(self, context, x):
+        check = super().check(context, x)
+        if check and -1 in self._new_shape and 0 in self._new_shape:
+            return check.fail("a -1 beside a 0: not inferable for a tensor of no elements")
+        return check
+
+
+class MaterializeReshapeShape(_materialize.MaterializeReshapeShape):
+    """onnxscript's rule that writes a Reshape's shape from its output's inferred shape (a -1
+    for one symbolic dim, allowzero=1), unless a static dim is 0: a -1 beside a 0 under
+    allowzero=1 is an invalid model."""
+
+    def check(self, context, data, shape):
+        check = super().check(context, data, shape)
+        if check and -1 in self._new_dims and 0 in self._new_dims:
+            return check.fail("a -1 beside a 0 under allowzero=1")
         return check
 
 
@@ -279,7 +312,7 @@ EXACT_RULES = RewriteRuleSet(
         rules.cast_constant_of_shape_without_value_rule,
         rules.collapse_slice_rule,
         rules.collapse_slice2_rule,
-        rules.materialize_reshape_shape_rule,
+        MaterializeReshapeShape.rule(),
         rules.max_max_rule,
         rules.min_min_rule,
         rules.successive_relu_rule,
@@ -287,7 +320,7 @@ EXACT_RULES = RewriteRuleSet(
         ExpandToOwnShape.rule(),
         SignRepairedWhere.rule(),
         FoldedSignRepair.rule(),
-        rules.flatten_to_reshape_rule,
+        FlattenToReshape.rule(),
         rules.reshape_reshape_rule,
         rules.no_op_transpose_rule,
         rules.transpose_transpose_rule,

@@ -703,3 +703,23 @@ def test_nothing_of_an_exported_model_stays_alive(how):
         obj for obj in gc.get_objects() if type(obj) is ir.Value and obj.name == "probe_weight"
     ]
     assert not alive
+
+
+def test_reshapes_keep_tensors_of_no_elements_working():
+    """onnxscript's Flatten -> Reshape(x, [0, -1]) failed in ONNX Runtime for x of shape
+    (0, 3, 4), and its Reshape shape read from the inferred output shape, [-1, 0] under
+    allowzero=1, made an invalid model: neither is taken there, and a Flatten whose trailing
+    dims are static still becomes a Reshape."""
+    x = pt.tensor3("x")
+    fn = pytensor.function([x], x.reshape((x.shape[0], -1)), mode="ONNX")
+    assert fn(np.zeros((0, 3, 4))).shape == (0, 12)
+    assert fn(np.zeros((2, 0, 4))).shape == (2, 0)
+    static = pt.tensor("static", shape=(None, 3, 4))
+    model = export_onnx(pytensor.function([static], static.reshape((static.shape[0], -1))))
+    assert [node.op_type for node in model.graph.node] == ["Reshape"]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"static": np.zeros((0, 3, 4))})[0].shape == (0, 12)
+    empty = pt.tensor("empty", shape=(None, 0, 4))
+    fn = pytensor.function([empty], empty.reshape((empty.shape[0], 2, 0)), mode="ONNX")
+    assert fn(np.zeros((3, 0, 4))).shape == (3, 2, 0)
+    assert fn(np.zeros((0, 0, 4))).shape == (0, 2, 0)
