@@ -30,7 +30,7 @@ from onnxscript import opset18 as op18
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 
-from pt_onnxscript.ops.common import cast_inputs_to_output, constant, where
+from pt_onnxscript.ops.common import cast_inputs_to_output, constant, raise_if, where
 from pt_onnxscript.ops.scalar.constants import LN2
 from pt_onnxscript.opsets import at_least
 from pt_onnxscript.registry import lookup, register_scalar
@@ -334,8 +334,9 @@ def power_by_squaring(x: TInt, e: TInt) -> TInt:
 def pow_(g, node, x, e):
     """Pow -> Pow on floats; exact integer powers by squaring.
 
-    NumPy refuses negative integer exponents; like PyTensor's Numba backend, x ** -n is
-    then 1 for x = 1, (-1) ** n for x = -1 and 0 otherwise.
+    NumPy refuses negative integer exponents; like PyTensor's Numba backend (and its C
+    backend, in PyTensor 3), x ** -n is then 1 for x = 1, (-1) ** n for x = -1, 0 for the
+    other x but 0, and 0 ** -n raises ZeroDivisionError.
     """
     out = _dtype(node.outputs[0])
     x, e = cast_inputs_to_output(g, node, [x, e])
@@ -349,7 +350,9 @@ def pow_(g, node, x, e):
     exponent = where(g, negative, g.BitwiseAnd(e, one), e, out)
     power = inline(g, power_by_squaring, x, exponent)
     unit = g.Or(g.Equal(x, one), g.Equal(x, _const(g, -1, out)))
-    return where(g, g.And(negative, g.Not(unit)), zero, power, out)
+    result = where(g, g.And(negative, g.Not(unit)), zero, power, out)
+    pole = g.And(negative, g.Equal(x, zero))
+    return raise_if(g, pole, result, ZeroDivisionError, "0 cannot be raised to a negative power")
 
 
 @register_scalar(ps.Clip)
