@@ -71,6 +71,18 @@ def test_taps_nonsequences_and_symbolic_steps(rng, opset):
     compare_onnx_and_py([x, w, k], [fib, powers], values, opset=opset)
 
 
+def test_a_negative_number_of_steps_raises_as_in_pytensor():
+    """PyTensor's Scan refuses a negative n_steps (IndexError); the Loop failed at a Gather
+    of its empty buffer, an ExecutionError that said the translation might be wrong."""
+    k = pt.lscalar("k")
+    powers = scan(lambda p: p * 2, outputs_info=[pt.ones(())], n_steps=k)
+    fn = pytensor.function([k], powers, mode="ONNX")
+    np.testing.assert_array_equal(fn(3), [2.0, 4.0, 8.0])
+    assert fn(0).shape == (0,)
+    with pytest.raises(IndexError, match="Scan was asked to run a negative number of steps"):
+        fn(-1)
+
+
 def test_while_loop_stops_early(rng):
     from pytensor.scan.utils import until
 

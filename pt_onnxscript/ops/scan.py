@@ -11,10 +11,13 @@ buffer as a carried value, written at (pos + tap) % length each step.
 
 from itertools import chain
 
+import numpy as np
 import onnx_ir as ir
+from pytensor.graph.basic import Constant
 from pytensor.scan.op import Scan
+from pytensor.tensor.shape import Shape_i
 
-from pt_onnxscript.ops.common import INT64_MAX, constant, ints, loop
+from pt_onnxscript.ops.common import INT64_MAX, constant, ints, loop, raise_if
 from pt_onnxscript.registry import register
 from pt_onnxscript.rng import is_random_state
 from pt_onnxscript.translate import TranslationError, translate_graph, value_of
@@ -24,6 +27,14 @@ from pt_onnxscript.types import onnx_dtype
 def _scalar(g, x):
     """A 0-d int64 from a 0-d or 1-element value of any integer dtype."""
     return g.Reshape(g.Cast(x, to=ir.DataType.INT64), ints(g, []))
+
+
+def _non_negative(n_steps) -> bool:
+    """Whether Scan's `n_steps` is known not to be negative: a constant, or a dim of a sequence
+    (what `scan` computes from its sequences' lengths)."""
+    if isinstance(n_steps, Constant):
+        return bool(np.all(n_steps.data >= 0))
+    return n_steps.owner is not None and isinstance(n_steps.owner.op, Shape_i)
 
 
 def _length(g, buffer):
@@ -68,6 +79,11 @@ def scan(g, node, n_steps, *outer):
     tap_outs = op.inner_mitsot_outs(inner_out) + op.inner_sitsot_outs(inner_out)
     buffer_vars = op.outer_mitsot(node.inputs) + op.outer_sitsot(node.inputs)
     steps = _scalar(g, n_steps)
+    if not _non_negative(node.inputs[0]):
+        negative = g.Less(steps, ints(g, 0))
+        steps = raise_if(
+            g, negative, steps, IndexError, "Scan was asked to run a negative number of steps"
+        )
     first_rows = [_first_rows(g, buffer, depth) for buffer, depth in zip(buffers, depths)]
     shape_sources: dict[ir.Value, tuple[ir.Value, int, int]] = {}
 
