@@ -355,8 +355,18 @@ class ONNXFunction:
         given = {name: kwargs.pop(name) for name in list(kwargs) if name in self._shared}
         bound = self._signature.bind(*args, **kwargs)
         feeds = {}
+        named = {}  # a named dim: the first input giving it and its size there
         for var, (name, shape) in zip(self.inputs, self._dims.items(), strict=True):
             feeds[name] = _checked_array(bound.arguments[name], var, name, shape)
+            for dim, size in zip(shape, feeds[name].shape, strict=True):
+                if isinstance(dim, str):
+                    first, expected = named.setdefault(dim, (name, size))
+                    if size != expected:
+                        raise ValueError(
+                            f"Input {name!r} has shape {feeds[name].shape}, expected "
+                            f"{tuple(shape)!r}: dim {dim!r} is {size} there, {expected} in "
+                            f"input {first!r}"
+                        )
         for name, variable in self._shared.items():
             value = given[name] if name in given else variable.get_value(borrow=True)
             if is_random_state(variable):

@@ -532,6 +532,18 @@ def test_decorator_rejects_bad_specs_and_inputs():
     with pytest.raises(ValueError, match=r"'x' has shape \(2, 4\)"):
         h(np.ones((2, 4), "float32"))
 
+    # A dim named in two inputs is one size (ONNX Runtime broadcast a 1, or failed in a node).
+    @onnx_export(x=("float64", ("n",)), y=("float64", ("n", 2)))
+    def outer(x, y):
+        return x[:, None] * y
+
+    assert outer(np.ones(3), np.ones((3, 2))).shape == (3, 2)
+    for x, y in [(np.ones(3), np.ones((1, 2))), (np.ones(1), np.ones((3, 2)))]:
+        with pytest.raises(
+            ValueError, match=r"'y' has shape .*: dim 'n' is \d there, \d in input 'x'"
+        ):
+            outer(x, y)
+
 
 DETERMINISM_SCRIPT = """
 import sys
