@@ -33,7 +33,7 @@ from pytensor.graph.traversal import ancestors
 from pt_onnxscript.ops.common import cast_inputs_to_output, constant, raise_if, where
 from pt_onnxscript.ops.scalar.constants import LN2
 from pt_onnxscript.opsets import at_least
-from pt_onnxscript.registry import lookup, register_scalar
+from pt_onnxscript.registry import lookup, register_check, register_scalar
 from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.scripted import inline, script
 from pt_onnxscript.translate import translate_inner_graph
@@ -140,6 +140,21 @@ _BITWISE = {
     ps.XOR: ("Xor", "BitwiseXor"),
     ps.AND: ("And", "BitwiseAnd"),
 }
+
+
+@register_check(*_BITWISE, ps.Invert)
+def integer_operands(node):
+    """PyTensor types a bitwise op of uint64 and a signed integer as float64, as NumPy
+    promotes them (and then has no bitwise op for them either)."""
+    dtype = _dtype(node.outputs[0])
+    if dtype in FLOATS:
+        inputs = " and ".join(_dtype(var) for var in node.inputs)
+        return (
+            f"a bitwise op of {inputs} computes in {dtype}, which has no bits to combine "
+            "(NumPy and PyTensor's own backends refuse it too): cast the operands to one "
+            "integer dtype"
+        )
+    return None
 
 
 @register_scalar(*_BITWISE)
