@@ -107,6 +107,10 @@ def test_split_sizes_must_add_up():
     fn = pytensor.function([x, sizes], pt.split(x, sizes, n_splits=2), mode="ONNX")
     with pytest.raises(ValueError, match="split sizes"):
         fn(np.ones(5), np.array([2, 2]))
+    # As many sizes as outputs, as PyTensor's Split checks (none gave two empty outputs).
+    for x_value, size_values in [(np.ones(0), []), (np.ones(5), [5]), (np.ones(5), [1, 2, 2])]:
+        with pytest.raises(ValueError, match="split sizes are not 2"):
+            fn(x_value, np.array(size_values, "int64"))
 
 
 ARANGES = [

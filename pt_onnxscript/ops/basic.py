@@ -129,8 +129,8 @@ def _other_dims_checked(g, node, values, at: int):
 
 @register(Split)
 def split(g, node, x, axis, splits):
-    """Split -> Split with the sizes as input, raising PyTensor's error when they are negative
-    or do not add up to the length of the axis."""
+    """Split -> Split with the sizes as input, raising PyTensor's error when they are not
+    n_splits, are negative or do not add up to the length of the axis."""
     at = _static_axis(node, node.inputs[1], node.inputs[0].type.ndim)
     sizes = g.Cast(splits, to=ir.DataType.INT64) if node.inputs[2].type.dtype != "int64" else splits
     length = g.Shape(x, start=at, end=at + 1)
@@ -139,12 +139,16 @@ def split(g, node, x, axis, splits):
         g.Not(g.Equal(g.ReduceSum(sizes, keepdims=1), length)),
         g.Less(g.ReduceMin(g.Concat(sizes, constant(g, [0], "int64"), axis=0), keepdims=0), zero),
     ]
+    count = node.op.len_splits
+    if node.inputs[2].type.shape[0] != count:
+        failed.append(g.Not(g.Equal(g.Shape(sizes), constant(g, [count], "int64"))))
     x = raise_if(
         g,
         failed,
         x,
         ValueError,
-        f"{node.op}: the split sizes are negative or do not add up to the length of axis {at}",
+        f"{node.op}: the split sizes are not {count}, are negative or do not add up to the "
+        f"length of axis {at}",
     )
     outputs = g.Split(x, sizes, axis=at, _outputs=len(node.outputs))
     return outputs
