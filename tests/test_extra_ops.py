@@ -61,6 +61,21 @@ def test_repeat(rng):
     )
 
 
+def test_repeat_of_one_or_bad_repeats_as_numpy(rng):
+    """One repeat applies to every element (it repeated the first element only); repeats of
+    another length than the axis's, or negative ones, raise NumPy's ValueError (they gave
+    short or shuffled results)."""
+    x = pt.matrix("x")
+    r = pt.lvector("r")
+    outs = [pt.repeat(x, r, axis=0), pt.repeat(x, r, axis=1), pt.repeat(x, r)]
+    compare_onnx_and_py([x, r], outs, [rng.normal(size=(3, 2)), np.array([2])])
+    fn = pytensor.function([x, r], outs[0], mode=onnx_mode())
+    assert fn(np.zeros((0, 2)), np.array([3])).shape == (0, 2)
+    for bad in [[1, 2], [1, -1, 2], [1, 0, 2, 1]]:
+        with pytest.raises(ValueError, match="repeats must be one, or one per element"):
+            fn(rng.normal(size=(3, 2)), np.array(bad))
+
+
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_searchsorted(side):
     x = pt.vector("x")

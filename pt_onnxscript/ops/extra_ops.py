@@ -87,14 +87,29 @@ def _cumprod(g, node, x, axis: int, ndim: int):
 
 @register(Repeat)
 def repeat(g, node, x, repeats):
-    """Repeat -> Gather of each element's index, repeated: the running count of boundaries."""
+    """Repeat -> Gather of each element's index, repeated: the running count of boundaries.
+
+    As NumPy's repeat: a scalar or one repeat applies to every element; other repeats must be
+    one per element and not negative (ValueError)."""
     axis = node.op.axis
     if axis is None:
         x, axis = _flatten(g, x), 0
     repeats = g.Cast(repeats, to=ir.DataType.INT64)
-    if node.inputs[1].type.ndim == 0:
-        count = g.Shape(x, start=axis, end=axis + 1)
-        repeats = g.Expand(repeats, count)
+    count = g.Shape(x, start=axis, end=axis + 1)
+    if node.inputs[1].type.ndim == 1 and node.inputs[1].type.shape[0] != 1:
+        length = g.Shape(repeats)
+        one_each = g.Or(g.Equal(length, count), g.Equal(length, constant(g, [1], "int64")))
+        smallest = g.ReduceMin(g.Concat(repeats, constant(g, [0], "int64"), axis=0), keepdims=0)
+        negative = g.Less(smallest, constant(g, 0, "int64"))
+        repeats = raise_if(
+            g,
+            [g.Not(one_each), negative],
+            repeats,
+            ValueError,
+            f"{node.op}: the repeats must be one, or one per element along the axis, and not "
+            "negative",
+        )
+    repeats = g.Expand(repeats, count)
     zero, one = constant(g, 0, "int64"), constant(g, 1, "int64")
     ends = g.CumSum(repeats, zero)
     total = g.ReduceSum(repeats, keepdims=1)
