@@ -207,6 +207,35 @@ def test_basic_set_and_inc(rng):
     compare_onnx_and_py([x, i, y], outs, [rng.normal(size=(3, 4, 2)), np.array(-2), np.array(0.5)])
 
 
+def test_a_value_that_does_not_fit_the_part_written_raises(rng):
+    """ONNX's Expand broadcasts both ways: a value longer than a part of length 1 made x
+    longer (x[1:2] = [0, 1, 2] gave 6 elements), and a mask with fewer true entries than
+    values took the first; PyTensor raises ValueError, and so does the translation. A value
+    that fits, or broadcasts, is written as before."""
+    x, y = pt.vector("x"), pt.vector("y")
+    m, w = pt.matrix("m"), pt.matrix("w")
+    a, b = pt.lscalar("a"), pt.lscalar("b")
+    writes = [
+        ([x, y, a, b], pt.set_subtensor(x[a:b], y), [np.zeros(4), np.arange(3.0), 1, 2]),
+        ([x, y, a, b], pt.inc_subtensor(x[a:b], y), [np.zeros(4), np.arange(3.0), 1, 2]),
+        ([m, w, a, b], pt.set_subtensor(m[:, a:b], w), [np.zeros((4, 2)), np.ones((4, 3)), 0, 1]),
+        ([m, y, a], pt.set_subtensor(m[a], y), [np.zeros((4, 1)), np.arange(3.0), 1]),
+        ([x, y], pt.set_subtensor(x[x > 0], y), [np.array([0.0, 1.0, 0.0]), np.arange(3.0)]),
+    ]
+    for inputs, out, values in writes:
+        fn = pytensor.function(inputs, out, mode="ONNX")
+        with pytest.raises(ValueError, match="does not broadcast to the shape of the part"):
+            fn(*values)
+    fitting = [
+        pt.set_subtensor(x[a:b], y[:2]),
+        pt.inc_subtensor(x[a:b], y[:1]),
+        pt.set_subtensor(x[x > 0], y[: (x > 0).sum()]),
+    ]
+    compare_onnx_and_py(
+        [x, y, a, b], fitting, [rng.normal(size=4), rng.normal(size=4), np.array(1), np.array(3)]
+    )
+
+
 def test_mask_set_and_inc(rng):
     x = pt.matrix("x")
     outs = [

@@ -24,7 +24,7 @@ from pytensor.tensor.subtensor import (
 )
 from pytensor.tensor.type_other import MakeSlice, NoneTypeT, SliceType
 
-from pt_onnxscript.ops.common import INT64_MAX, INT64_MIN, constant, loop, where
+from pt_onnxscript.ops.common import INT64_MAX, INT64_MIN, constant, loop, raise_if, where
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.translate import StaticValue, TranslationError
 from pt_onnxscript.types import onnx_dtype
@@ -353,7 +353,7 @@ def _set_or_increment(g, node, x, y, read, *, unique: bool):
     flat = constant(g, [-1], "int64")
     positions = g.Reshape(selected, flat, allowzero=1)
     x_flat = g.Reshape(x, flat, allowzero=1)
-    values = g.Reshape(g.Expand(y, g.Shape(selected)), flat, allowzero=1)
+    values = g.Reshape(_fitted(g, node, y, g.Shape(selected)), flat, allowzero=1)
     if in_float:
         result = _add_truncating(
             g, x_flat, positions, values, dtype, y_dtype, one_by_one=not unique and mode == "add_at"
@@ -373,6 +373,18 @@ def _set_or_increment(g, node, x, y, read, *, unique: bool):
     if x.shape is not None:  # with its type: onnx-ir does not write a shape without one
         result.type, result.shape = ir.TensorType(onnx_dtype(dtype)), ir.Shape(x.shape.dims)
     return result
+
+
+def _fitted(g, node, y, shape):
+    """y broadcast to `shape` (1-d int64), the indexed part's: PyTensor's ValueError where a
+    dim of y is neither 1 nor the part's. ONNX's Expand broadcasts both ways, so a y longer
+    than a part of length 1 made x longer (set_subtensor(x[1:2], [0, 1, 2]))."""
+    values = g.Expand(y, shape)
+    if all(node.inputs[1].type.broadcastable):
+        return values  # y's dims are all 1: it cannot outgrow the part
+    grew = g.Not(g.Equal(g.Shape(values), shape))
+    message = f"{node.op}: the value's shape does not broadcast to the shape of the part indexed"
+    return raise_if(g, grew, values, ValueError, message)
 
 
 def _write_mode(op) -> str:
@@ -458,7 +470,7 @@ def _write_box(g, node, x, y, entries):
         before.append(first)
         sliced.append(axis)
     box = g.Concat(*lengths, axis=0)
-    values = g.Expand(y, box)
+    values = _fitted(g, node, y, box)
     if len(sliced) == 1:
         (axis,) = sliced
         return _write_slab(g, node, x, values, axis, before[axis], lengths[axis])
