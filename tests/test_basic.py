@@ -35,6 +35,22 @@ def test_make_vector_and_scalar_conversions(dtype):
     compare_onnx_and_py([a, b], outputs, [np.array(3, dtype=dtype), np.array(-2, dtype="int8")])
 
 
+def test_alloc_of_a_value_that_does_not_fit_the_shape_raises_as_in_pytensor():
+    """ONNX's Expand broadcasts both ways: alloc of a (3,) value to (2, 1) gave (2, 3), and
+    a length-1 dim not declared broadcastable was broadcast, where PyTensor's Alloc raises
+    ValueError (broadcast_to is an Alloc)."""
+    v = pt.vector("v")
+    n, k = pt.lscalar("n"), pt.lscalar("k")
+    for out in [pt.alloc(v, n, k), pt.broadcast_to(v, (n, k))]:
+        fn = pytensor.function([v, n, k], out, mode="ONNX")
+        assert fn(np.arange(3.0), 2, 3).shape == (2, 3)
+        for value, rows, cols in [(np.arange(3.0), 2, 1), (np.ones(1), 2, 3), (np.ones(0), 2, 1)]:
+            with pytest.raises(ValueError, match="not declared broadcastable"):
+                fn(value, rows, cols)
+    one = pt.vector("one", shape=(1,))
+    compare_onnx_and_py([one, n, k], pt.alloc(one, n, k), [np.ones(1), np.array(2), np.array(3)])
+
+
 def test_alloc_empty_has_the_right_shape_and_dtype():
     # Not compared with PyTensor's values: they are whatever memory np.empty returns (NaN
     # included, so even `* 0` differs from run to run); ONNX has no such memory: zeros.

@@ -19,6 +19,7 @@ from pytensor.tensor.basic import (
     Split,
     TensorFromScalar,
 )
+from pytensor.tensor.shape import Shape_i
 from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.ops.common import (
@@ -52,7 +53,47 @@ def alloc(g, node, value, *shape):
     if any(isinstance(var, Constant) and var.data == 0 for var in node.inputs[1:]):
         zero = as_ir_tensor(np.zeros((1,)), node.outputs[0].type.dtype)
         return g.ConstantOfShape(shape_vector(g, shape), value=zero)
-    return g.Expand(value, shape_vector(g, shape))
+    target = shape_vector(g, shape)
+    return _checked_alloc(g, node, g.Expand(value, target), value, target)
+
+
+def _checked_alloc(g, node, result, value, target):
+    """`result`, raising PyTensor's ValueError where a dim of the value not declared
+    broadcastable differs from the shape's: ONNX's Expand broadcasts both ways (a (3,) value
+    to a (2, 1) shape gave (2, 3)), and Alloc refuses to broadcast a length-1 dim at run time
+    that its type does not say is broadcastable."""
+    value_shape = node.inputs[0].type.shape
+    rank, length = len(value_shape), len(node.inputs) - 1
+    sizes = node.inputs[1 + length - rank :]
+    kept = [
+        i
+        for i, dim in enumerate(value_shape)
+        if dim != 1 and not _dim_of(sizes[i], node.inputs[0], i)
+    ]
+    if not kept:
+        return result
+    at = constant(g, kept, "int64")
+    dims = g.Gather(g.Shape(value), at, axis=0)
+    wanted = g.Gather(target, constant(g, [length - rank + i for i in kept], "int64"), axis=0)
+    message = (
+        f"{node.op}: the value's shape does not match the shape given in a dim not declared "
+        "broadcastable (use `specify_broadcastable` on the value if broadcasting was intended)"
+    )
+    return raise_if(g, g.Not(g.Equal(dims, wanted)), result, ValueError, message)
+
+
+def _dim_of(size, var, axis: int) -> bool:
+    """Whether `size` is known to be dim `axis` of `var`: both static (Alloc's make_node
+    checked them), or `size` is Shape_i{axis}(var)."""
+    if var.type.shape[axis] is not None and isinstance(size, Constant):
+        return True
+    owner = size.owner
+    return (
+        owner is not None
+        and isinstance(owner.op, Shape_i)
+        and owner.op.i == axis
+        and (owner.inputs[0] is var)
+    )
 
 
 @register(AllocEmpty)
