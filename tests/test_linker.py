@@ -220,12 +220,13 @@ def test_a_call_goes_to_onnx_runtimes_binding_without_the_python_wrapper(monkeyp
     ids=["broadcast", "matmul", "reshape", "alloc", "repeat", "broadcast_to"],
 )
 def test_inputs_that_do_not_fit_raise_a_value_error_as_in_pytensor(build, values):
-    """PyTensor's modes raise ValueError for these; mode "ONNX"'s ExecutionError is one."""
+    """PyTensor's modes raise ValueError for these; so does mode "ONNX": its own check's
+    ValueError (broadcast_to: Alloc's), or an ExecutionError, which is one."""
     x, m, k = pt.dvector("x"), pt.dmatrix("m"), pt.lscalar("k")
     out = build(x, m, k)
     ins = [v for v in (x, m, k) if v in ancestors([out])]
     with pytest.raises(ValueError):
         pytensor.function(ins, out, mode=PY_MODE)(*values)
-    with pytest.raises(ExecutionError) as raised:
+    with pytest.raises(ValueError):
         pytensor.function(ins, out, mode="ONNX")(*values)
-    assert isinstance(raised.value, ValueError)
+    assert issubclass(ExecutionError, ValueError)

@@ -191,7 +191,9 @@ def test_writes_on_a_vector_read_by_gather_elements(rng):
     compare_onnx_and_py([x, y, idx], outs, values)
     for out in outs:
         model = export_onnx(([x, y, idx], [out]))
-        assert "Gather" not in {node.op_type for node in model.graph.node}
+        # (A check's Gather of an empty row, which raises when y does not fit, reads no x.)
+        reads = {node.op_type for node in model.graph.node if "check:" not in node.name}
+        assert "Gather" not in reads
 
 
 def test_basic_set_and_inc(rng):
