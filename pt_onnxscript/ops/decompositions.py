@@ -21,6 +21,8 @@ from pt_onnxscript.ops.linalg import (
     float_output_check,
     lower_factor,
     solve_triangular,
+    square_check,
+    square_matrices,
     stacked_rows,
     swap_last,
     symmetric,
@@ -639,8 +641,12 @@ def _symmetric_eigen(g, node, inputs, with_vectors: bool, variables=None):
     dtype = node.outputs[0].type.dtype
     rank, size = variables[0].type.ndim, variables[0].type.shape[-1]
     a, *b = (
+        square_matrices(g, var, x, ValueError, f'expected square "{name}" matrix')
+        for var, x, name in zip(variables, inputs, "ab", strict=False)
+    )
+    a, *b = (
         x if var.type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
-        for var, x in zip(variables, inputs, strict=True)
+        for var, x in zip(variables, [a, *b], strict=True)
     )
     # SciPy's check_finite (of the whole matrices, both triangles), then LAPACK's failures.
     non_finite = _non_finite(g, a) if not b else g.Or(_non_finite(g, a), _non_finite(g, b[0]))
@@ -671,7 +677,12 @@ def _symmetric_eigen(g, node, inputs, with_vectors: bool, variables=None):
     return _guarded(g, outputs, non_finite, ValueError, NOT_FINITE)
 
 
-register_check(Eigh, Eigvalsh, SVD, MatrixPinv)(float_output_check)
+register_check(SVD, MatrixPinv)(float_output_check)
+
+
+@register_check(Eigh, Eigvalsh)
+def _check_eigh(node):
+    return square_check(node) or float_output_check(node)
 
 
 @register(Eigh)

@@ -23,7 +23,9 @@ from pt_onnxscript.ops.common import (
     any_last,
     branch,
     constant,
+    input_dim_name,
     ints,
+    known_size,
     loop,
     pad_zeros,
     raise_if,
@@ -70,6 +72,42 @@ def float_output_check(node):
         return None
     name = type(_core(node)).__name__
     return f"{name} with {dtype} output (cast the input to a float dtype)"
+
+
+NOT_SQUARE = "Last 2 dimensions of the array must be square"
+
+
+def square_matrices(g, var, a, exc_type: type[Exception] = np.linalg.LinAlgError, message=None):
+    """`a` (the matrices (..., m, n) of `var`), made to raise ``exc_type(message)`` (NumPy's
+    LinAlgError by default) where m != n: LU pads and factors an m x n matrix as if it were
+    n x n, so det, slogdet and inv of a tall one gave a value where PyTensor raises. No check
+    where the two are known equal (static, or one graph input's symbolic dim); a matrix
+    known not to be square is refused at export (`square_check`)."""
+    rows, columns = (known_size(var, a, d) for d in (-2, -1))
+    if rows is not None and rows == columns:
+        return a
+    names = {input_dim_name(g, var, a, d) for d in (-2, -1)}
+    if len(names) == 1 and None not in names:
+        return a
+    shape = g.Shape(a, start=-2)
+    differ = g.Not(g.Equal(g.ReduceMin(shape, keepdims=0), g.ReduceMax(shape, keepdims=0)))
+    return raise_if(g, [differ], a, exc_type, message or NOT_SQUARE)
+
+
+def square_check(node):
+    """register_check for the Ops of square matrices: a sentence for a matrix known not to be
+    square."""
+    rows, columns = node.inputs[0].type.shape[-2:]
+    if None not in (rows, columns) and rows != columns:
+        name = type(_core(node)).__name__
+        return f"{name} of a {rows} x {columns} matrix (it takes square matrices)"
+    return None
+
+
+register_check(Cholesky, SolveTriangular, CholeskySolve, Solve, MatrixInverse, Det, SLogDet)(
+    square_check
+)
+register_check(LU, LUFactor)(square_check)
 
 
 def _size(g, a):
@@ -791,6 +829,7 @@ def cholesky(g, node, a):
     dtype = node.outputs[0].type.dtype
     rank, lower = node.inputs[0].type.ndim, _core(node).lower
     size = node.inputs[0].type.shape[-1]
+    a = square_matrices(g, node.inputs[0], a, ValueError, "Input array is expected to be square")
     factor = lower_factor(g, _as(g, node.inputs[0], a, dtype), dtype, lower, rank, size)
     return factor if lower else swap_last(g, factor, rank)
 
@@ -801,6 +840,7 @@ def solve_triangular_(g, node, a, b):
     """SolveTriangular -> substitution, one row per step."""
     dtype = node.outputs[0].type.dtype
     core = _core(node)
+    a = square_matrices(g, node.inputs[0], a, ValueError, "expected square matrix")
     a, b = _as(g, node.inputs[0], a, dtype), _as(g, node.inputs[1], b, dtype)
     b, size = _matrix(g, b, core.b_ndim), node.inputs[0].type.shape[-1]
     x = solve_triangular(g, a, b, dtype, core.lower, core.unit_diagonal, size=size)
@@ -816,6 +856,7 @@ def cholesky_solve(g, node, c, b):
     dtype = node.outputs[0].type.dtype
     core = _core(node)
     rank = node.inputs[0].type.ndim
+    c = square_matrices(g, node.inputs[0], c, ValueError, "The factored matrix c is not square.")
     c, b = _as(g, node.inputs[0], c, dtype), _as(g, node.inputs[1], b, dtype)
     lower = _as_lower(g, c, core.lower, rank)
     size = node.inputs[0].type.shape[-1]
@@ -836,6 +877,7 @@ def solve(g, node, a, b):
     dtype = node.outputs[0].type.dtype
     core = _core(node)
     rank = node.inputs[0].type.ndim
+    a = square_matrices(g, node.inputs[0], a, ValueError, "Expected square matrix")
     a, b = _as(g, node.inputs[0], a, dtype), _as(g, node.inputs[1], b, dtype)
     b = _matrix(g, b, core.b_ndim)
     if core.assume_a == "pos":
@@ -860,7 +902,7 @@ def matrix_inverse(g, node, a):
     """MatrixInverse -> LU solve against the identity; raises for a singular matrix, as
     np.linalg.inv does."""
     dtype = node.outputs[0].type.dtype
-    a = _as(g, node.inputs[0], a, dtype)
+    a = _as(g, node.inputs[0], square_matrices(g, node.inputs[0], a), dtype)
     rank, size = node.inputs[0].type.ndim, node.inputs[0].type.shape[-1]
     return _solve_or_raise(g, a, identity_like(g, a, dtype), dtype, rank, size)
 
@@ -910,15 +952,12 @@ def tensorinv(g, node, a):
     rows = g.ReduceProd(g.Shape(a, start=ind), keepdims=1)
     columns = g.ReduceProd(g.Shape(a, end=ind), keepdims=1)
     not_square = g.Not(g.Equal(rows, columns))
-    a = raise_if(g, not_square, a, np.linalg.LinAlgError, _NOT_SQUARE)
+    a = raise_if(g, not_square, a, np.linalg.LinAlgError, NOT_SQUARE)
     matrix = g.Reshape(a, g.Concat(rows, columns, axis=0), allowzero=1)
     size = None if None in shape[ind:] else math.prod(shape[ind:])
     inverse = _solve_or_raise(g, matrix, identity_like(g, matrix, dtype), dtype, 2, size)
     result_shape = g.Concat(g.Shape(a, start=ind), g.Shape(a, end=ind), axis=0)
     return g.Reshape(inverse, result_shape, allowzero=1)
-
-
-_NOT_SQUARE = "Last 2 dimensions of the array must be square"
 
 
 def _tensorsolve_order(ndim: int, axes) -> list[int]:
@@ -987,7 +1026,7 @@ def det(g, node, a):
     """Det -> the product of the LU pivots, negated for an odd number of row swaps; +0.0 for
     a singular matrix, as NumPy's sign * exp(log |det|)."""
     dtype = node.outputs[0].type.dtype
-    a = _as(g, node.inputs[0], a, dtype)
+    a = _as(g, node.inputs[0], square_matrices(g, node.inputs[0], a), dtype)
     size = node.inputs[0].type.shape[-1]
     packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
     product = g.ReduceProd(diagonal(g, packed), ints(g, [-1]), keepdims=0)
@@ -1009,7 +1048,7 @@ def _parity_sign(g, swaps, dtype):
 def slogdet(g, node, a):
     """SLogDet -> the sign and the sum of log |pivot| of the LU pivots."""
     dtype = node.outputs[0].type.dtype
-    a = _as(g, node.inputs[0], a, dtype)
+    a = _as(g, node.inputs[0], square_matrices(g, node.inputs[0], a), dtype)
     size = node.inputs[0].type.shape[-1]
     packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
     pivots, swaps = diagonal(g, packed), _swap_count(g, ipiv)
@@ -1032,13 +1071,26 @@ def identity_like(g, a, dtype):
     return g.Cast(g.Equal(g.Unsqueeze(index, ints(g, [-1])), index), to=onnx_dtype(dtype))
 
 
+# PyTensor's LU and LUFactor declare square matrices (signatures (m,m)->..., outputs typed
+# with the input's shape, Numba's results of a non-square one of the wrong shapes); its
+# Python backend calls SciPy, which factors m x n ones.
+_LU_NOT_SQUARE = (
+    NotImplementedError,
+    (
+        "LU of a non-square matrix is not translated: PyTensor's LU and LUFactor declare "
+        "square matrices ((m,m) signatures), and SciPy's m x n factors are only its Python "
+        "backend's"
+    ),
+)
+
+
 @register(LUFactor)
 @register_blockwise(LUFactor)
 def lu_factor(g, node, a):
     """LUFactor -> getrf's packed L\\U and pivot rows from the elimination; NaN where a pivot is
-    exactly zero, as PyTensor gives when getrf reports it."""
+    exactly zero, as PyTensor gives when getrf reports it. Square matrices only (below)."""
     dtype = node.outputs[0].type.dtype
-    a = _as(g, node.inputs[0], a, dtype)
+    a = _as(g, node.inputs[0], square_matrices(g, node.inputs[0], a, *_LU_NOT_SQUARE), dtype)
     size = node.inputs[0].type.shape[-1]
     packed, ipiv, _ = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
     failed = any_last(g, g.Equal(diagonal(g, packed), constant(g, 0, dtype)))
@@ -1052,7 +1104,7 @@ def lu(g, node, a):
     L, U; as p with a = L[p] U (`p_indices`); or as P L, U (`permute_l`)."""
     core = _core(node)
     dtype = node.outputs[-1].type.dtype
-    a = _as(g, node.inputs[0], a, dtype)
+    a = _as(g, node.inputs[0], square_matrices(g, node.inputs[0], a, *_LU_NOT_SQUARE), dtype)
     size = node.inputs[0].type.shape[-1]
     packed, _, perm = lu_factor_blocked(g, a, dtype, node.inputs[0].type.ndim, size)
     lower = g.Add(_triangle(g, packed, True, -1), identity_like(g, a, dtype))

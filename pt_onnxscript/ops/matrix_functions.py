@@ -4,7 +4,13 @@ import numpy as np
 import onnx_ir as ir
 
 from pt_onnxscript.ops.common import constant, ints, loop
-from pt_onnxscript.ops.linalg import float_output_check, identity_like, lu_solve_system
+from pt_onnxscript.ops.linalg import (
+    float_output_check,
+    identity_like,
+    lu_solve_system,
+    square_check,
+    square_matrices,
+)
 from pt_onnxscript.registry import register, register_blockwise, register_check
 from pt_onnxscript.types import onnx_dtype
 
@@ -86,7 +92,9 @@ def expm(g, a, dtype: str, rank: int, size: int | None = None):
     return result
 
 
-register_check(Expm)(float_output_check)
+@register_check(Expm)
+def _check_expm(node):
+    return square_check(node) or float_output_check(node)
 
 
 @register(Expm)
@@ -97,5 +105,6 @@ def expm_(g, node, a):
     to rounding."""
     dtype = node.outputs[0].type.dtype
     var = node.inputs[0]
+    a = square_matrices(g, var, a)
     a = a if var.type.dtype == dtype else g.Cast(a, to=onnx_dtype(dtype))
     return expm(g, a, dtype, var.type.ndim, var.type.shape[-1])

@@ -36,7 +36,13 @@ from scipy.interpolate import UnivariateSpline, splev
 from pt_onnxscript.ops import basic
 from pt_onnxscript.ops.common import any_of, broadcast_shape, constant, ints, raise_if
 from pt_onnxscript.ops.decompositions import NOT_FINITE, _non_finite
-from pt_onnxscript.ops.linalg import diagonal, lower_factor, lu_factor_blocked, swap_last
+from pt_onnxscript.ops.linalg import (
+    diagonal,
+    lower_factor,
+    lu_factor_blocked,
+    square_matrices,
+    swap_last,
+)
 from pt_onnxscript.ops.random import (
     F64,
     Stream,
@@ -67,17 +73,6 @@ LOGDET_NOT_SQUARE = (
 )
 
 
-def _square(g, node, x, exc_type: type[Exception], message: str):
-    """x, made to raise ``exc_type(message)`` when its last two dims differ (refused at export
-    when they are known to)."""
-    rows, columns = node.inputs[0].type.shape[-2:]
-    if rows is not None and rows == columns:
-        return x
-    shape = g.Shape(x, start=-2)
-    differ = g.Not(g.Equal(g.ReduceMin(shape, keepdims=0), g.ReduceMax(shape, keepdims=0)))
-    return raise_if(g, [differ], x, exc_type, message)
-
-
 def _raise_if_not_finite(g, x, exc_type: type[Exception], message: str):
     """x, made to raise ``exc_type(message)`` when an entry is NaN or infinite."""
     return raise_if(g, [_non_finite(g, x)], x, exc_type, message)
@@ -106,7 +101,7 @@ def pos_def_matrix(g, node, x):
     dtype = _factor_dtype(node.inputs[0])
     if node.inputs[0].type.dtype != dtype:
         x = g.Cast(x, to=onnx_dtype(dtype))
-    x = _square(g, node, x, ValueError, NOT_SQUARE)
+    x = square_matrices(g, node.inputs[0], x, ValueError, NOT_SQUARE)
     x = _raise_if_not_finite(g, x, ValueError, NOT_FINITE)
     factor = lower_factor(g, x, dtype, False, 2, node.inputs[0].type.shape[-1])
     return g.Not(any_of(g, g.IsNaN(diagonal(g, factor))))
@@ -141,7 +136,7 @@ def log_det(g, node, x):
     converge)."""
     dtype = node.outputs[0].type.dtype
     rank = node.inputs[0].type.ndim
-    x = _square(g, node, x, NotImplementedError, LOGDET_NOT_SQUARE)
+    x = square_matrices(g, node.inputs[0], x, NotImplementedError, LOGDET_NOT_SQUARE)
     x = _raise_if_not_finite(g, x, ValueError, f"Failed to compute logdet ({NOT_FINITE})")
     packed, _, _ = lu_factor_blocked(g, x, dtype, rank, node.inputs[0].type.shape[-1])
     logs = g.Log(g.Abs(diagonal(g, packed)))

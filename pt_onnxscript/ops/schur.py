@@ -22,7 +22,7 @@ import numpy as np
 
 from pt_onnxscript.ops.common import branch, constant, ints, loop, range_to
 from pt_onnxscript.ops.decompositions import _dim, _non_finite, _outer, _square_identity
-from pt_onnxscript.ops.linalg import _nan_where, float_output_check
+from pt_onnxscript.ops.linalg import _nan_where, float_output_check, square_check, square_matrices
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.types import onnx_dtype
 
@@ -509,7 +509,7 @@ def _check_schur(node):
             f"schur with sort={op.sort!r}: reordering the Schur form (LAPACK's trsen) has no "
             "translation yet; use sort=None"
         )
-    return float_output_check(node)
+    return square_check(node) or float_output_check(node)
 
 
 @register(Schur)
@@ -517,6 +517,7 @@ def schur(g, node, a):
     """Schur(output='real') -> Hessenberg reduction and dlahqr's double-shift QR algorithm (a
     batch runs through Blockwise's Loop, one matrix after another)."""
     dtype = node.outputs[0].type.dtype
+    a = square_matrices(g, node.inputs[0], a, ValueError, "expected square matrix")
     if node.inputs[0].type.dtype != dtype:
         a = g.Cast(a, to=onnx_dtype(dtype))
     return list(real_schur(g, a, dtype))
