@@ -193,6 +193,19 @@ def test_arange_raises_where_numpy_does(start, stop, step, error):
             pytensor.function([a, b, c], out, mode="ONNX")(*values)
 
 
+@pytest.mark.parametrize("start", [10**17, -(10**18), 2**62, 2**63 - 10])
+def test_arange_of_large_integers_takes_their_exact_difference(start):
+    """stop - start in int64, as NumPy: in float64, 10**17 + 3 - 10**17 was 0, an empty
+    result (and `pt.tri(3, 3, k)`, an arange from -k, had no columns for |k| >= 10**17)."""
+    a, b, c = pt.lscalars("a", "b", "c")
+    values = [np.array(v, "int64") for v in (start, start + 3, 1)]
+    compare_onnx_and_py([a, b, c], pt.arange(a, b, c), values)
+    k = pt.lscalar("k")
+    tri = [pt.tri(3, 3, k), pt.triu(pt.ones((3, 3)), k)]
+    for value in (start, -start):
+        compare_onnx_and_py([k], tri, [np.array(value, "int64")])
+
+
 def test_eye_of_a_negative_size_raises():
     """As NumPy's eye: it gave an empty matrix."""
     n, m = pt.lscalar("n"), pt.lscalar("m")

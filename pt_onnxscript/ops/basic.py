@@ -197,8 +197,10 @@ def split(g, node, x, axis, splits):
 
 @register(ARange)
 def arange(g, node, start, stop, step):
-    """ARange -> NumPy's arange: n = ceil((stop - start) / step) in float64, then
-    start + i * delta, where delta = (start + step) - start in the output dtype.
+    """ARange -> NumPy's arange: n = ceil((stop - start) / step), the difference in the
+    inputs' type (int64 for integers: in float64, arange(10**17, 10**17 + 3) was empty) and
+    the quotient in float64, then start + i * delta, where delta = (start + step) - start in
+    the output dtype.
 
     As NumPy: a zero step raises ZeroDivisionError, a length that is NaN or past int64
     ValueError (it was an empty array), and a quotient that underflows to 0 (an infinite
@@ -206,7 +208,11 @@ def arange(g, node, start, stop, step):
     dtype = node.outputs[0].type.dtype
     f64 = ir.DataType.DOUBLE
     start64, stop64, step64 = (g.Cast(v, to=f64) for v in (start, stop, step))
-    distance = g.Sub(stop64, start64)
+    if all(var.type.dtype.startswith("int") for var in node.inputs):
+        int64 = ir.DataType.INT64
+        distance = g.Cast(g.Sub(g.Cast(stop, to=int64), g.Cast(start, to=int64)), to=f64)
+    else:
+        distance = g.Sub(stop64, start64)
     quotient = g.Div(distance, step64)
     length = g.Ceil(quotient)
     zero_step = g.Equal(step64, constant(g, 0.0, "float64"))
