@@ -710,6 +710,8 @@ def test_tiny_shapes_keep_their_draws():
         (lambda r: R.geometric(0.0, rng=r), ValueError, "p <= 0, p > 1 or p contains NaNs"),
         (lambda r: R.integers(3, 3, rng=r), ValueError, "low >= high"),
         (lambda r: R.uniform(0.0, np.inf, rng=r), OverflowError, "range exceeds valid bounds"),
+        (lambda r: R.uniform(2.0, 1.0, rng=r), ValueError, "high - low < 0"),
+        (lambda r: R.uniform(np.inf, 0.0, rng=r), OverflowError, "range exceeds valid bounds"),
         (lambda r: R.triangular(1.0, 0.0, 2.0, rng=r), ValueError, "left > mode"),
         (lambda r: R.wald(0.0, 1.0, rng=r), ValueError, "mean <= 0"),
         (lambda r: R.dirichlet(np.array([-1.0, 1.0]), rng=r), ValueError, "alpha < 0"),

@@ -320,11 +320,13 @@ def _negative(g, x):
 
 @univariate(ptr.UniformRV)
 def uniform(g, s, low, high):
-    """low + (high - low) u."""
+    """low + (high - low) u; NumPy's errors for a range that is not finite, or negative (it
+    drew from the reversed range)."""
     width = g.Sub(high, low)
     bad = g.Or(g.IsNaN(width), g.IsInf(width))
     return g.Add(low, g.Mul(width, s.uniform(g, 0))), [
-        (bad, OverflowError, "high - low range exceeds valid bounds")
+        (bad, OverflowError, "high - low range exceeds valid bounds"),
+        (g.And(_negative(g, width), g.Not(bad)), ValueError, "high - low < 0"),
     ]
 
 
