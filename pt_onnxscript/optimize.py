@@ -623,6 +623,7 @@ DEDUPLICATED_ELEMENTS = 65536
 def optimize(model: ir.Model) -> None:
     """Optimise `model` in place, keeping every value exactly."""
     inferred, visited = InferenceCache(), {}
+    subgraphs = has_subgraphs(model.graph)  # whose removal may leave dead readers
     changed = True  # since unread nodes were last removed: the translation leaves some
     for _ in range(4):
         # onnx's reference evaluator folds constants with NumPy, which warns where IEEE
@@ -634,7 +635,7 @@ def optimize(model: ir.Model) -> None:
         # What the fold left unread goes before the rewrites: a dead reader still counts as
         # a use, and a pattern whose inner values must have one reader would not match.
         if changed:
-            remove_unread(model)
+            remove_unread(model, subgraphs)
         hoisted = unrolled = False
         if has_subgraphs(model.graph):  # Loops and Ifs: their passes (each walks the graph)
             common_passes.LiftSubgraphInitializersToMainGraphPass()(model)  # folded constants
@@ -643,7 +644,7 @@ def optimize(model: ir.Model) -> None:
         rules = _rules_for(model)
         rewritten = rules is not None and RewritePass(rules)(model).modified
         if rewritten:
-            remove_unread(model)
+            remove_unread(model, subgraphs)
         changed = unrolled or hoisted  # what they replaced may be left unread
         # Another round only for what this one left to fold or rewrite: what the later
         # passes changed, or nodes the fold put in and did not visit (a fold right after a
@@ -664,7 +665,7 @@ def optimize(model: ir.Model) -> None:
             common_passes.DeduplicateInitializersPass(size_limit=DEDUPLICATED_ELEMENTS),
             common_passes.CommonSubexpressionEliminationPass(),
         )(model)
-    remove_unread(model)  # what the merged copies read
+    remove_unread(model, subgraphs)  # what the merged copies read
     if model.functions or _outputs_to_fix(model.graph):
         common_passes.OutputFixPass()(model)
 
@@ -700,15 +701,34 @@ def _without_output_initializer_warnings():
         logger.removeFilter(quiet)
 
 
-def remove_unread(model: ir.Model) -> None:
+def remove_unread(model: ir.Model, subgraphs: bool = True) -> None:
     """onnx-ir's RemoveUnusedNodesPass, when it has something to do (`_has_unread`): it looks
     up each node's schema, ~5 us a node, a fifth of the optimiser's time on a graph with
-    nothing to remove."""
+    nothing to remove. Readers left by removed subgraphs are dropped first
+    (`drop_dead_readers`), where the model had `subgraphs`."""
+    if subgraphs:
+        drop_dead_readers(model)
     if _has_unread(model.graph) or any(
         not value.uses() and not value.is_graph_output()
         for value in model.graph.initializers.values()
     ):
         common_passes.RemoveUnusedNodesPass()(model)
+
+
+def drop_dead_readers(model: ir.Model) -> None:
+    """Detach the nodes outside the model that still read its values. Removing a node (the
+    folder's removal of an If whose branch it inlines, say) detaches the node's own inputs
+    but not those its subgraphs' nodes read from outside them, so a root constant read only
+    by a removed branch kept a reader and stayed in the model (94 unused initializers in a
+    batched static discrete Lyapunov solve), and a value's dead readers count as uses to the
+    rewriter's patterns."""
+    live = set(all_nodes(model.graph))
+    values = [*model.graph.inputs, *model.graph.initializers.values()]
+    values += [output for node in live for output in node.outputs]
+    for value in values:
+        for node, index in list(value.uses()):
+            if node not in live:
+                node.replace_input_with(index, None)
 
 
 def _has_unread(graph: ir.Graph) -> bool:
@@ -768,16 +788,31 @@ def guard_against_runtime_rewrites(model: ir.Model) -> None:
     """Keep three of ONNX Runtime's graph rewrites from changing values, in one walk of the
     graph and its subgraphs: NoopElimination and DivMulFusion, which every optimisation level
     but none runs (`shield_unit_like_constants`, `reciprocal`), and MatmulTransposeFusion,
-    which the "extended" and "all" (the default) levels run (`vector_times_matrix`)."""
+    which the "extended" and "all" (the default) levels run (`vector_times_matrix`). A
+    constant 1 that only a Div read is dropped (ONNX Runtime warned of the unused
+    initializer)."""
+    ones = []
     for node in list(all_nodes(model.graph)):
         if node.domain not in ("", "ai.onnx"):
             continue
-        if node.op_type == "Div" and reciprocal(node):
-            continue
+        if node.op_type == "Div":
+            one = node.inputs[0]
+            if reciprocal(node):
+                ones.append(one)
+                continue
         if node.op_type == "MatMul":
             vector_times_matrix(node)
         if node.op_type in _NOOP_OPERANDS:
             shield_unit_like_constants(node)
+    initializers = model.graph.initializers
+    for one in ones:
+        if one.uses() or one.is_graph_output() or one.is_graph_input():
+            continue
+        producer = one.producer()
+        if producer is not None and producer.op_type == "Constant":
+            producer.graph.remove(producer, safe=True)
+        elif initializers.get(one.name) is one:
+            initializers.pop(one.name)
 
 
 def vector_times_matrix(node: ir.Node) -> None:
