@@ -355,3 +355,23 @@ def test_permute_row_elements(inverse, rng):
     )
     u = pt.vector("u")
     compare_onnx_and_py([u, y], pt.permute_row_elements(u, y, inverse), [rng.normal(size=5), perms])
+
+
+@pytest.mark.parametrize("inverse", [False, True])
+def test_permute_row_elements_of_rows_that_do_not_fit_raises(inverse, rng):
+    """As PyTensor: a y longer than x's rows gathered a longer result; a row of y broadcast
+    at run time over x's rows was taken for each."""
+    x, v, y = pt.matrix("x"), pt.lvector("v"), pt.lmatrix("y")
+    fn = pytensor.function([x, v], pt.permute_row_elements(x, v, inverse), mode="ONNX")
+    for perm in [np.array([0, 1, 2, 0]), np.array([0, 1])]:
+        with pytest.raises(ValueError, match="Dimension mismatch"):
+            pytensor.function([x, v], pt.permute_row_elements(x, v, inverse), mode=PY_MODE)(
+                rng.normal(size=(2, 3)), perm
+            )
+        with pytest.raises(ValueError, match="Dimension mismatch"):
+            fn(rng.normal(size=(2, 3)), perm)
+    fn = pytensor.function([x, y], pt.permute_row_elements(x, y, inverse), mode="ONNX")
+    with pytest.raises(ValueError, match="Runtime broadcasting not allowed"):
+        fn(rng.normal(size=(2, 3)), np.array([[2, 0, 1]]))
+    if not inverse:  # one index for every entry of a row, as NumPy's x[y]
+        compare_onnx_and_py([x, v], pt.permute_row_elements(x, v), [rng.normal(size=(2, 3)), [2]])

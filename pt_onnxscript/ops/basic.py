@@ -24,6 +24,7 @@ from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.ops.common import (
     broadcast_shape,
+    check_runtime_broadcast,
     constant,
     dim_lengths,
     known_size,
@@ -368,11 +369,33 @@ def choose(g, node, a, choices):
     return g.Squeeze(picked, first)
 
 
+def _fitting_rows(g, node, x, y):
+    """x and y, raising PyTensor's ValueError where their last dims m and n differ and
+    neither is 1 (for `inverse`, where m is not 1): PyTensor's perform indexes x[y] (or
+    writes out[y] = x) with NumPy, which broadcasts only those."""
+    m, n = (known_size(var, value, -1) for var, value in zip(node.inputs, (x, y), strict=True))
+    inverse = node.op.inverse
+    if m == 1 or (m is not None and m == n) or (n == 1 and not inverse):
+        return x, y
+    rows = [g.Shape(x, start=-1), g.Shape(y, start=-1)]
+    one = constant(g, [1], "int64")
+    fits = g.Or(g.Equal(rows[0], rows[1]), g.Equal(rows[0], one))
+    if not inverse:
+        fits = g.Or(fits, g.Equal(rows[1], one))
+    message = f"{node.op}: Dimension mismatch: the last dims of x and y differ"
+    return raise_if(g, g.Not(fits), x, ValueError, message), y
+
+
 @register(PermuteRowElements)
 def permute_row_elements(g, node, x, y):
     """PermuteRowElements -> out[..., j] = x[..., y[..., j]] by GatherElements on the last axis
     (x and y broadcast over the others), or, inverse, out[..., y[..., j]] = x[..., j] by
-    ScatterElements."""
+    ScatterElements. Last dims that do not fit raise PyTensor's ValueError (a longer y
+    gathered a longer result), as does runtime broadcasting of the others."""
+    x, y = _fitting_rows(g, node, x, y)
+    ndim = node.outputs[0].type.ndim
+    if ndim > 1:
+        x, y = check_runtime_broadcast(g, node.inputs, [x, y], ndim - 1)
     batch = broadcast_shape(g, [g.Shape(x, end=-1), g.Shape(y, end=-1)])
     rows = g.Max(g.Shape(x, start=-1), g.Shape(y, start=-1))
     full = g.Concat(batch, rows, axis=0)
