@@ -38,3 +38,15 @@ def test_exported_symbolic_batch_runs_for_any_size(tmp_path):
     for n in (0, 1, 7, 1000):
         xv = np.arange(3.0 * n).reshape(n, 3)
         assert_same(session.run(None, {"x": xv})[0], xv * 2 + n)
+
+
+@pytest.mark.parametrize("sizes", [(0, -1), (2, 0, -1)])
+def test_reshape_to_a_shape_with_0_and_minus_1_is_refused(sizes):
+    """NumPy refuses such a reshape for every array (PyTensor's Python backend raises); the
+    export failed ONNX's full check, as "a bug in a translation"."""
+    from pt_onnxscript import UnsupportedOpError
+
+    x, n = pt.matrix("x"), pt.lscalar("n")
+    shape = [n if size == 2 else size for size in sizes]
+    with pytest.raises(UnsupportedOpError, match="both 0 and -1"):
+        export_onnx(([x, n], [x.reshape(shape)]))

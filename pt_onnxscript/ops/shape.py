@@ -7,7 +7,7 @@ from pytensor.tensor.shape import Reshape, Shape, Shape_i, SpecifyShape
 from pytensor.tensor.type_other import NoneTypeT
 
 from pt_onnxscript.ops.common import constant, raise_if
-from pt_onnxscript.registry import register
+from pt_onnxscript.registry import register, register_check
 
 
 @register(Shape)
@@ -21,6 +21,29 @@ def shape_i(g, node, x):
     """Shape_i{i} -> Shape(start=i, end=i+1), squeezed to a scalar."""
     i = node.op.i
     return g.Squeeze(g.Shape(x, start=i, end=i + 1), g.Constant(value_ints=[0]))
+
+
+@register_check(Reshape)
+def _check_reshape(node):
+    """A shape known to hold both 0 and -1: NumPy refuses it for every array (the -1 is
+    undetermined, or the sizes do not fit), and ONNX's Reshape with allowzero too (its model
+    fails ONNX's check)."""
+    sizes = _constant_sizes(node.inputs[1])
+    if sizes is not None and 0 in sizes and -1 in sizes:
+        return (
+            f"reshape to {tuple(sizes)}: a shape with both 0 and -1, which NumPy refuses "
+            "for every array (PyTensor's Python backend raises); give the size for -1"
+        )
+    return None
+
+
+def _constant_sizes(shape) -> list[int] | None:
+    """The sizes of a Reshape's shape that are constants (None where none is)."""
+    if isinstance(shape, Constant):
+        return [int(v) for v in shape.data.reshape(-1)]
+    if shape.owner is not None and isinstance(shape.owner.op, MakeVector):
+        return [int(v.data) for v in shape.owner.inputs if isinstance(v, Constant)]
+    return None
 
 
 @register(Reshape)
