@@ -44,6 +44,7 @@ class ONNXLinker(JITLinker):
         "inplace",
         "reuse_lu_decomposition_multiple_solves",
         "scan_split_non_sequence_lu_decomposition_solve",
+        "local_log_sum_exp",  # rewrites.log_sum_exp in its place
     )
 
     def __init__(

@@ -482,6 +482,52 @@ optdb.register("onnx_merge_computed", MergeAfresh(), "onnx", position=2.44)
 optdb.register("onnx_stack_scalar_calls", StackScalarCalls(), "onnx", position=2.5)
 
 
+class StabilizingMax(Max):
+    """The maximum that the stabilized log-sum-exp subtracts (`onnx_log_sum_exp`): -inf over
+    an empty slice, as PyTensor's C and Numba backends give every Max there, where NumPy's
+    max, PyTensor's Python backend and our Max raise. log(sum(exp(x))) of an empty slice is
+    -inf in every backend; stabilized with a Max that raises, mode "ONNX" raised."""
+
+    empty_is_identity = True
+
+
+@node_rewriter([Elemwise])
+def log_sum_exp(fgraph, node):
+    """PyTensor's local_log_sum_exp with a StabilizingMax: log(sum(exp(x))) ->
+    max(x) + log(sum(switch(isinf(max), exp(max), exp(x - max)))), over the Sum's axes (a
+    DimShuffle after the Sum kept)."""
+    from pytensor.scalar import Exp, Log
+    from pytensor.tensor.math import exp, isinf, log, makeKeepDims, switch
+    from pytensor.tensor.math import sum as pt_sum
+
+    if not isinstance(node.op.scalar_op, Log):
+        return None
+    sum_node = node.inputs[0].owner
+    dimshuffle = None
+    if sum_node is not None and isinstance(sum_node.op, DimShuffle):
+        dimshuffle, sum_node = sum_node.op, sum_node.inputs[0].owner
+    if sum_node is None or type(sum_node.op) is not Sum:
+        return None
+    exp_node, axis = sum_node.inputs[0].owner, sum_node.op.axis
+    if not (
+        exp_node is not None
+        and isinstance(exp_node.op, Elemwise)
+        and isinstance(exp_node.op.scalar_op, Exp)
+    ):
+        return None
+    x = exp_node.inputs[0]
+    high = StabilizingMax(axis=axis)(x)
+    kept = makeKeepDims(x, high, axis)
+    result = high + log(pt_sum(switch(isinf(kept), exp(kept), exp(x - kept)), axis=axis))
+    return [dimshuffle(result) if dimshuffle is not None else result]
+
+
+# In place of PyTensor's (excluded by mode "ONNX", ONNXLinker.incompatible_rewrites), where it
+# runs: stabilize and specialize.
+for _db in ("stabilize", "specialize"):
+    optdb[_db].register("onnx_log_sum_exp", log_sum_exp, "onnx")
+
+
 @node_rewriter(None)
 def constant_folding_on_copies(fgraph, node):
     """PyTensor's constant_folding, but an in-place Op (t + 1 written into t, a Cholesky

@@ -118,3 +118,16 @@ def test_logsumexp_keeps_its_max_guard():
     x = pt.matrix("x")
     fn = pytensor.function([x], pt.logsumexp(x, axis=-1), mode="ONNX")
     np.testing.assert_allclose(fn(EXTREMES), sp.logsumexp(EXTREMES, axis=-1), rtol=1e-15)
+
+
+def test_logsumexp_of_an_empty_slice_is_minus_inf():
+    """log(sum(exp(x))) of nothing is -inf in every PyTensor backend; the max its stabilized
+    form subtracts raised NumPy's "zero-size array" error here (a max of nothing raises
+    alone, as in PyTensor's Python backend)."""
+    x = pt.tensor3("x")
+    outs = [pt.logsumexp(x, axis=0), pt.logsumexp(x, axis=(0, 2)), pt.logsumexp(x, keepdims=True)]
+    values = np.linspace(-3, 3, 24).reshape(2, 3, 4)
+    compare_onnx_and_py([x], outs, [np.zeros((0, 3, 4))], more_inputs=[[values]])
+    fn = pytensor.function([x], x.max(axis=0), mode="ONNX")
+    with pytest.raises(ValueError, match="zero-size array"):
+        fn(np.zeros((0, 3, 4)))

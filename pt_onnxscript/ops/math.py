@@ -87,7 +87,8 @@ def careduce(g, node, x):
         if np.dtype(acc).kind == "f":
             _, any_nan = _nan_flags(g, x, axes)
             result = g.Where(any_nan, g.CastLike(np.nan, result), result)
-        result = _raise_if_empty(g, node, x, axes, result, _no_identity(name))
+        if not getattr(node.op, "empty_is_identity", False):  # rewrites.StabilizingMax
+            result = _raise_if_empty(g, node, x, axes, result, _no_identity(name))
     if acc != node.outputs[0].type.dtype:
         result = g.Cast(result, to=out_dtype(node))
     if isinstance(node.op, ProdWithoutZeros):
