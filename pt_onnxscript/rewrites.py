@@ -484,8 +484,8 @@ optdb.register("onnx_stack_scalar_calls", StackScalarCalls(), "onnx", position=2
 
 class StabilizingMax(Max):
     """The maximum that the stabilized log-sum-exp subtracts (`onnx_log_sum_exp`): -inf over
-    an empty slice, as PyTensor's C and Numba backends give every Max there, where NumPy's
-    max, PyTensor's Python backend and our Max raise. log(sum(exp(x))) of an empty slice is
+    an empty slice, as PyTensor 3's C and Numba backends give every Max there, where NumPy's
+    max, PyTensor's Python backend (2.38's C backend too) and our Max raise. log(sum(exp(x))) of an empty slice is
     -inf in every backend; stabilized with a Max that raises, mode "ONNX" raised."""
 
     empty_is_identity = True
@@ -506,7 +506,7 @@ def log_sum_exp(fgraph, node):
     dimshuffle = None
     if sum_node is not None and isinstance(sum_node.op, DimShuffle):
         dimshuffle, sum_node = sum_node.op, sum_node.inputs[0].owner
-    if sum_node is None or type(sum_node.op) is not Sum:
+    if sum_node is None or not isinstance(sum_node.op, Sum):
         return None
     exp_node, axis = sum_node.inputs[0].owner, sum_node.op.axis
     if not (
