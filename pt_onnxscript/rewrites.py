@@ -45,12 +45,13 @@ from pytensor.graph.rewriting.basic import (
 )
 from pytensor.graph.traversal import ancestors
 from pytensor.raise_op import CheckAndRaise
-from pytensor.scalar import Composite, upcast
+from pytensor.scalar import Composite, Exp, Log, upcast
 from pytensor.tensor.basic import MakeVector, as_tensor_variable, concatenate
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.extra_ops import broadcast_to
-from pytensor.tensor.math import Max, Sum
+from pytensor.tensor.math import Max, Sum, exp, isinf, log, makeKeepDims, switch
+from pytensor.tensor.math import sum as pt_sum
 from pytensor.tensor.rewriting.basic import unconditional_constant_folding
 from pytensor.tensor.rewriting.elemwise import is_dimshuffle_useless
 from pytensor.tensor.rewriting.uncanonicalize import local_dimshuffle_subtensor
@@ -485,8 +486,9 @@ optdb.register("onnx_stack_scalar_calls", StackScalarCalls(), "onnx", position=2
 class StabilizingMax(Max):
     """The maximum that the stabilized log-sum-exp subtracts (`onnx_log_sum_exp`): -inf over
     an empty slice, as PyTensor 3's C and Numba backends give every Max there, where NumPy's
-    max, PyTensor's Python backend (2.38's C backend too) and our Max raise. log(sum(exp(x))) of an empty slice is
-    -inf in every backend; stabilized with a Max that raises, mode "ONNX" raised."""
+    max, PyTensor's Python backend (2.38's C backend too) and our Max raise.
+    log(sum(exp(x))) of an empty slice is -inf in every backend; stabilized with a Max that
+    raises, mode "ONNX" raised."""
 
     empty_is_identity = True
 
@@ -496,10 +498,6 @@ def log_sum_exp(fgraph, node):
     """PyTensor's local_log_sum_exp with a StabilizingMax: log(sum(exp(x))) ->
     max(x) + log(sum(switch(isinf(max), exp(max), exp(x - max)))), over the Sum's axes (a
     DimShuffle after the Sum kept)."""
-    from pytensor.scalar import Exp, Log
-    from pytensor.tensor.math import exp, isinf, log, makeKeepDims, switch
-    from pytensor.tensor.math import sum as pt_sum
-
     if not isinstance(node.op.scalar_op, Log):
         return None
     sum_node = node.inputs[0].owner

@@ -135,8 +135,8 @@ def compare_onnx_and_py(
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [i.name for i in model.graph.input]
     read = {name for node in _all_nodes(model.graph) for name in node.input}
+    read |= {output.name for output in model.graph.output}
     unused = [i.name for i in model.graph.initializer if i.name not in read]
-    unused = [name for name in unused if name not in {o.name for o in model.graph.output}]
     assert not unused, f"the exported model has initializers no node reads: {unused}"
 
     first = None

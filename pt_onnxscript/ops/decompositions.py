@@ -21,7 +21,7 @@ from pt_onnxscript.ops.linalg import (
     float_output_check,
     lower_factor,
     solve_triangular,
-    square_check,
+    square_float_check,
     square_matrices,
     stacked_rows,
     swap_last,
@@ -640,13 +640,13 @@ def _symmetric_eigen(g, node, inputs, with_vectors: bool, variables=None):
     op = getattr(node.op, "core_op", node.op)
     dtype = node.outputs[0].type.dtype
     rank, size = variables[0].type.ndim, variables[0].type.shape[-1]
-    a, *b = (
+    checked = (
         square_matrices(g, var, x, ValueError, f'expected square "{name}" matrix')
         for var, x, name in zip(variables, inputs, "ab", strict=False)
     )
     a, *b = (
         x if var.type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
-        for var, x in zip(variables, [a, *b], strict=True)
+        for var, x in zip(variables, checked, strict=True)
     )
     # SciPy's check_finite (of the whole matrices, both triangles), then LAPACK's failures.
     non_finite = _non_finite(g, a) if not b else g.Or(_non_finite(g, a), _non_finite(g, b[0]))
@@ -678,11 +678,7 @@ def _symmetric_eigen(g, node, inputs, with_vectors: bool, variables=None):
 
 
 register_check(SVD, MatrixPinv)(float_output_check)
-
-
-@register_check(Eigh, Eigvalsh)
-def _check_eigh(node):
-    return square_check(node) or float_output_check(node)
+register_check(Eigh, Eigvalsh)(square_float_check)
 
 
 @register(Eigh)

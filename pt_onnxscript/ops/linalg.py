@@ -104,10 +104,15 @@ def square_check(node):
     return None
 
 
-register_check(Cholesky, SolveTriangular, CholeskySolve, Solve, MatrixInverse, Det, SLogDet)(
-    square_check
-)
-register_check(LU, LUFactor)(square_check)
+def square_float_check(node):
+    """register_check for the Ops of square matrices computed in float arithmetic only:
+    square_check's sentence, then float_output_check's."""
+    return square_check(node) or float_output_check(node)
+
+
+register_check(
+    Cholesky, SolveTriangular, CholeskySolve, Solve, MatrixInverse, Det, SLogDet, LU, LUFactor
+)(square_check)
 
 
 def _size(g, a):

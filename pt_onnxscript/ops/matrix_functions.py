@@ -5,10 +5,9 @@ import onnx_ir as ir
 
 from pt_onnxscript.ops.common import constant, ints, loop
 from pt_onnxscript.ops.linalg import (
-    float_output_check,
     identity_like,
     lu_solve_system,
-    square_check,
+    square_float_check,
     square_matrices,
 )
 from pt_onnxscript.registry import register, register_blockwise, register_check
@@ -92,9 +91,7 @@ def expm(g, a, dtype: str, rank: int, size: int | None = None):
     return result
 
 
-@register_check(Expm)
-def _check_expm(node):
-    return square_check(node) or float_output_check(node)
+register_check(Expm)(square_float_check)
 
 
 @register(Expm)

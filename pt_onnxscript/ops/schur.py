@@ -22,7 +22,7 @@ import numpy as np
 
 from pt_onnxscript.ops.common import branch, constant, ints, loop, range_to
 from pt_onnxscript.ops.decompositions import _dim, _non_finite, _outer, _square_identity
-from pt_onnxscript.ops.linalg import _nan_where, float_output_check, square_check, square_matrices
+from pt_onnxscript.ops.linalg import _nan_where, square_float_check, square_matrices
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.types import onnx_dtype
 
@@ -509,7 +509,7 @@ def _check_schur(node):
             f"schur with sort={op.sort!r}: reordering the Schur form (LAPACK's trsen) has no "
             "translation yet; use sort=None"
         )
-    return square_check(node) or float_output_check(node)
+    return square_float_check(node)
 
 
 @register(Schur)
