@@ -46,7 +46,7 @@ from pytensor.graph.rewriting.basic import (
 from pytensor.graph.traversal import ancestors
 from pytensor.raise_op import CheckAndRaise
 from pytensor.scalar import Composite, Exp, Log, upcast
-from pytensor.tensor.basic import MakeVector, as_tensor_variable, concatenate
+from pytensor.tensor.basic import MakeVector, as_tensor_variable, cast, concatenate
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.extra_ops import broadcast_to
@@ -497,7 +497,11 @@ class StabilizingMax(Max):
 def log_sum_exp(fgraph, node):
     """PyTensor's local_log_sum_exp with a StabilizingMax: log(sum(exp(x))) ->
     max(x) + log(sum(switch(isinf(max), exp(max), exp(x - max)))), over the Sum's axes (a
-    DimShuffle after the Sum kept)."""
+    DimShuffle after the Sum kept), with x in the float dtype its Exp computes in.
+
+    Of integers or bools, isinf(max) folds to False and the switch to exp(x - max), which the
+    rewrite matched again, without end: compiling ``logsumexp`` of an integer tensor never
+    finished (it does not in PyTensor's own modes either, with its rewrite)."""
     if not isinstance(node.op.scalar_op, Log):
         return None
     sum_node = node.inputs[0].owner
@@ -514,6 +518,9 @@ def log_sum_exp(fgraph, node):
     ):
         return None
     x = exp_node.inputs[0]
+    dtype = exp_node.outputs[0].type.dtype
+    if x.type.dtype != dtype:
+        x = cast(x, dtype)  # the values Exp reads, exactly: it casts them so itself
     high = StabilizingMax(axis=axis)(x)
     kept = makeKeepDims(x, high, axis)
     result = high + log(pt_sum(switch(isinf(kept), exp(kept), exp(x - kept)), axis=axis))

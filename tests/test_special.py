@@ -1,3 +1,6 @@
+import contextlib
+import signal
+
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
@@ -131,3 +134,38 @@ def test_logsumexp_of_an_empty_slice_is_minus_inf():
     fn = pytensor.function([x], x.max(axis=0), mode="ONNX")
     with pytest.raises(ValueError, match="zero-size array"):
         fn(np.zeros((0, 3, 4)))
+
+
+class _Expired(BaseException):
+    """Not an Exception: PyTensor's rewriters log those and go on."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int):
+    """A failure, not a test that never ends, for work that takes over `seconds`."""
+
+    def expired(signum, frame):
+        raise _Expired(f"not done in {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "uint8", "bool"])
+def test_logsumexp_of_integers_compiles_and_is_stabilized(dtype):
+    """logsumexp of integers or bools, whose Exp computes in float64 or float32: compiling it
+    never finished (the stabilizing rewrite matched its own result again without end, as
+    isinf of an integer max folds to False; PyTensor's own modes hang there too)."""
+    x = pt.matrix("x", dtype=dtype)
+    outs = [pt.logsumexp(x, axis=-1), pt.logsumexp(x, keepdims=True)]
+    values = (np.arange(12).reshape(3, 4) % 5).astype(dtype)
+    with _deadline(60):
+        fn, _ = compare_onnx_and_py([x], outs, [values], more_inputs=[[np.zeros((0, 4), dtype)]])
+    if dtype == "int64":  # stabilized: exp(1000) alone is inf
+        big = np.array([[1000, 999, -5]])
+        np.testing.assert_allclose(fn(big)[0], sp.logsumexp(big, axis=-1), rtol=1e-15)
