@@ -499,9 +499,9 @@ def log_sum_exp(fgraph, node):
     max(x) + log(sum(switch(isinf(max), exp(max), exp(x - max)))), over the Sum's axes (a
     DimShuffle after the Sum kept), with x in the float dtype its Exp computes in.
 
-    Of integers or bools, isinf(max) folds to False and the switch to exp(x - max), which the
-    rewrite matched again, without end: compiling ``logsumexp`` of an integer tensor never
-    finished (it does not in PyTensor's own modes either, with its rewrite)."""
+    Of integers, isinf(max) folds to False and the switch to exp(x - max), which the rewrite
+    matched again, without end: compiling ``logsumexp`` of an integer tensor never finished
+    (nor does it in PyTensor's own modes, whose rewrite this is)."""
     if not isinstance(node.op.scalar_op, Log):
         return None
     sum_node = node.inputs[0].owner

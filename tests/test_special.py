@@ -158,9 +158,10 @@ def _deadline(seconds: int):
 
 @pytest.mark.parametrize("dtype", ["int64", "uint8", "bool"])
 def test_logsumexp_of_integers_compiles_and_is_stabilized(dtype):
-    """logsumexp of integers or bools, whose Exp computes in float64 or float32: compiling it
-    never finished (the stabilizing rewrite matched its own result again without end, as
-    isinf of an integer max folds to False; PyTensor's own modes hang there too)."""
+    """logsumexp of integers (and bools), whose Exp computes in float64 or float32: of
+    integers, compiling it never finished (the stabilizing rewrite matched its own result
+    again without end, as isinf of an integer max folds to False; PyTensor's own modes hang
+    there too)."""
     x = pt.matrix("x", dtype=dtype)
     outs = [pt.logsumexp(x, axis=-1), pt.logsumexp(x, keepdims=True)]
     values = (np.arange(12).reshape(3, 4) % 5).astype(dtype)
