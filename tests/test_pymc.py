@@ -535,7 +535,8 @@ PYMC_RVS = {
         colcov=np.array([[1.0, 0.3, 0.0], [0.3, 2.0, 0.1], [0.0, 0.1, 1.5]]),
         shape=(2, 2, 3),
     ),
-    "stick_breaking_weights": lambda: pm.StickBreakingWeights.dist(alpha=[0.5, 3.0], K=3),
+    # at alpha = 0.05, one draw beta(1, alpha) in six rounds to 1.0: the weights after it are 0
+    "stick_breaking_weights": lambda: pm.StickBreakingWeights.dist(alpha=[0.05, 0.5, 3.0], K=4),
     # nu truncated to 3, as PyMC's rng_fn does
     "wishart": lambda: pm.Wishart.dist(nu=3.7, V=WISHART_SCALE, size=(2,)),
     "interpolated": lambda: pm.Interpolated.dist(

@@ -393,8 +393,9 @@ def stick_breaking_weights(g, node, rng, size, alpha, k):
     )
     alpha = g.Unsqueeze(alpha, ints(g, [-1]))
     betas = beta_draws(g, s, g.Expand(_f64(g, 1.0), g.Shape(alpha)), alpha)
-    logs = g.Log(g.Sub(_f64(g, 1.0), betas))
-    before = g.Sub(g.CumSum(logs, ints(g, -1)), logs)  # sum over i < j of log(1 - beta_i)
+    # sum over i < j of log(1 - beta_i): -inf after a beta of 1.0 (a cumulative sum less the
+    # term itself would be -inf - -inf, NaN, there)
+    before = g.CumSum(g.Log(g.Sub(_f64(g, 1.0), betas)), ints(g, -1), exclusive=1)
     weights = g.Mul(g.Exp(before), betas)
     rest = g.Sub(_f64(g, 1.0), g.ReduceSum(weights, ints(g, [-1]), keepdims=1))
     draws = g.Concat(weights, rest, axis=-1)
