@@ -12,6 +12,7 @@ import pytensor.tensor as pt
 import pytest
 import scipy.stats as st
 from pytensor.scan.utils import until
+from pytensor.tensor.random.basic import vsearchsorted
 
 import pt_onnxscript
 from pt_onnxscript import export_onnx, onnx_export
@@ -387,6 +388,24 @@ def test_discrete_distributions_fit_scipy(name):
     assert values.dtype == "int64" and values.shape == (N,)
     assert values.min() >= 0
     assert chi2_pvalue(values, pmf, kmax) > P_MIN
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static categories", "symbolic"])
+def test_categorical_of_probabilities_below_zero_draws_as_pytensor(static):
+    """PyTensor draws a categorical by NumPy's binary search of a uniform u in the cumulative
+    probabilities, one u per call: probabilities below 0 (a PyMC ordered logistic whose prior
+    cutpoints are out of order) leave the sums unsorted, and the law is the binary search's
+    ([0.3, 0, 0.5, 0.2] here), not the count of sums below u ([0.3, 0.3, 0.2, 0.2])."""
+    p_values = np.array([[0.6, -0.3, 0.5, 0.2], [0.1, 0.2, 0.3, 0.4]])
+    p = pt.matrix("p", shape=(2, 4) if static else (None, None))
+    rng = pytensor.shared(np.random.default_rng(7))
+    values = pytensor.function([p], R.categorical(p, size=(N, 2), rng=rng), mode="ONNX")(p_values)
+    grid = (np.arange(10_000) + 0.5) / 10_000  # the law of u, to 1e-4
+    for row, probs in enumerate(p_values):
+        law = np.bincount(vsearchsorted(np.cumsum(probs), grid), minlength=4) / len(grid)
+        assert chi2_pvalue(values[:, row], lambda k, law=law: law[k], 3) > P_MIN
+    np.testing.assert_allclose(law, p_values[1])
+    assert not np.any(values[:, 0] == 1)
 
 
 def test_poisson_means_on_both_sides_of_the_samplers_boundary_in_one_draw():

@@ -151,6 +151,38 @@ def pad_zeros(g, x, axis: int, before=None, after=None):
     return g.Concat(*parts, axis=axis) if len(parts) > 1 else x
 
 
+def binary_search(g, values, keys, before, length: int | None):
+    """For each of `keys` (..., m), the position NumPy's binary search (npysort/binsearch.cpp,
+    one key per call, as np.vectorize calls np.searchsorted) finds along the last axis of
+    `values` (..., n), their leading dims alike (or both 1-d): from [lo, hi) = [0, n), lo
+    moves past the middle where ``before(value at the middle, key)``, else hi comes down to
+    it, until lo = hi. On sorted values that is the first position whose value is not before
+    the key; on unsorted ones (a cumulative sum of probabilities below 0), NumPy's answer too.
+
+    `length` is n where known at export (its bit length of steps, unrolled), else None (a
+    Loop of at least as many: a step once lo = hi changes nothing). log2(n) gathers per key,
+    no (m, n) comparison."""
+    # Read only where lo = hi = n (a step that changes nothing): the values padded by one.
+    padded = pad_zeros(g, values, -1, after=ints(g, [1]))
+    zero, one, two = (constant(g, v, "int64") for v in (0, 1, 2))
+
+    def step(g, lo, hi):
+        middle = g.Add(lo, g.Div(g.Sub(hi, lo), two))
+        go_on = before(g, g.GatherElements(padded, middle, axis=-1), keys)
+        return g.Min(g.Where(go_on, g.Add(middle, one), lo), hi), g.Where(go_on, hi, middle)
+
+    lo = g.Expand(zero, g.Shape(keys))
+    hi = g.Expand(g.Shape(values, start=-1), g.Shape(keys))
+    if length is not None:
+        for _ in range(int(length).bit_length()):
+            lo, hi = step(g, lo, hi)
+        return lo
+    n = g.Cast(g.Max(g.Squeeze(g.Shape(values, start=-1)), one), to=ir.DataType.DOUBLE)
+    bits = g.Floor(g.Div(g.Log(n), constant(g, np.log(2.0), "float64")))
+    count = g.Add(g.Cast(bits, to=ir.DataType.INT64), two)  # one more: Log's rounding
+    return loop(g, count, [lo, hi], lambda g, k, lo, hi: step(g, lo, hi), "search")[0]
+
+
 def raise_if(g, failed, value, exc_type: type[Exception], message: str):
     """`value`, made to raise ``exc_type(message)`` when any of `failed` is true."""
     return g.Expand(value, failure_guard(g, failed, exc_type, message))

@@ -24,7 +24,15 @@ from onnxscript import opset18 as op
 from pytensor.tensor.random import basic as ptr
 from pytensor.tensor.type_other import NoneTypeT
 
-from pt_onnxscript.ops.common import broadcast_shape, constant, ints, loop, raise_if, where
+from pt_onnxscript.ops.common import (
+    binary_search,
+    broadcast_shape,
+    constant,
+    ints,
+    loop,
+    raise_if,
+    where,
+)
 from pt_onnxscript.ops.decompositions import jacobi_svd, symmetric_eigen
 from pt_onnxscript.ops.linalg import lower_factor, symmetric
 from pt_onnxscript.ops.scalar.math import arctan2, log1p
@@ -1055,7 +1063,9 @@ def integers_between(g, node, rng, size, low, high, empty_error):
 
 @register(ptr.CategoricalRV)
 def categorical(g, node, rng, size, p):
-    """The number of cumulative probabilities below a uniform u (PyTensor's searchsorted)."""
+    """The position of a uniform u among the cumulative probabilities, by NumPy's binary search
+    as PyTensor's rng_fn (probabilities below 0, as of a PyMC ordered logistic whose prior
+    cutpoints are out of order, give its draws too)."""
     p = _float(g, node.inputs[2], p)
     static = node.outputs[1].type.shape
     if None not in static:
@@ -1065,9 +1075,10 @@ def categorical(g, node, rng, size, p):
     else:
         shape = g.Shape(p, end=-1)
     s = Stream(g, rng, shape)
-    cdf = g.CumSum(p, ints(g, -1))
-    below = g.Less(cdf, g.Unsqueeze(s.uniform(g, 0), ints(g, [-1])))
-    draws = g.ReduceSum(g.Cast(below, to=ir.DataType.INT64), ints(g, [-1]), keepdims=0)
+    u = g.Unsqueeze(s.uniform(g, 0), ints(g, [-1]))
+    cdf = g.Expand(g.CumSum(p, ints(g, -1)), g.Concat(shape, g.Shape(p, start=-1), axis=0))
+    found = binary_search(g, cdf, u, lambda g, a, b: g.Less(a, b), node.inputs[2].type.shape[-1])
+    draws = g.Squeeze(found, ints(g, [-1]))
     dtype = node.outputs[1].type.dtype
     return s.next_state, draws if dtype == "int64" else g.Cast(draws, to=onnx_dtype(dtype))
 
