@@ -291,6 +291,15 @@ def test_continuous_distributions_fit_scipy(name, dtype):
     assert st.kstest(values, dist.cdf).pvalue > P_MIN
 
 
+def test_wald_of_a_small_scale_draws_no_negative_values():
+    """NumPy 2.4's form of Michael, Schucany and Haas' draw (numpy#29609): the one before
+    cancelled to below 0 in a fifth of the draws at mean 1e6 and scale 1e-3."""
+    values = draws(lambda r: R.wald(1e6, 1e-3, size=N, rng=r))
+    assert values.min() > 0
+    numpy_draws = np.random.default_rng(3).wald(1e6, 1e-3, size=N)
+    assert st.ks_2samp(values, numpy_draws).pvalue > P_MIN
+
+
 def test_a_wrong_parameterisation_fails_the_fit():
     # The check above can fail: a gamma with scale read as rate is far off.
     values = draws(lambda r: R.gamma(2.5, scale=2.0, size=N, rng=r))

@@ -459,13 +459,16 @@ def truncexpon(g, s, b, loc, scale):
 
 @univariate(ptr.WaldRV, lanes=2)
 def wald(g, s, mean, scale):
-    """NumPy's (Michael, Schucany and Haas): y = mean z^2, x = mean + mean/(2 scale) (y -
-    sqrt(4 scale y + y^2)), kept where u <= mean / (mean + x), else mean^2 / x."""
+    """NumPy's (Michael, Schucany and Haas) as of NumPy 2.4 (numpy#29609): y = mean z^2,
+    x = mean (1 - 2 / d) with d = 1 + sqrt(1 + 4 scale / y), kept where u <= mean / (mean + x),
+    else mean^2 / x. The form before, mean + mean / (2 scale) (y - sqrt(4 scale y + y^2)),
+    cancels to below 0 where scale is small against mean (a fifth of the draws at mean 1e6,
+    scale 1e-3)."""
     z = s.normal(g, 0)
-    y = g.Mul(mean, g.Mul(z, z))
-    half_ratio = g.Div(mean, g.Mul(_f64(g, 2.0), scale))
-    root = g.Sqrt(g.Add(g.Mul(g.Mul(_f64(g, 4.0), scale), y), g.Mul(y, y)))
-    x = g.Add(mean, g.Mul(half_ratio, g.Sub(y, root)))
+    y = g.Mul(g.Mul(mean, z), z)
+    one = _f64(g, 1.0)
+    d = g.Add(one, g.Sqrt(g.Add(one, g.Div(g.Mul(_f64(g, 4.0), scale), y))))
+    x = g.Mul(mean, g.Sub(one, g.Div(_f64(g, 2.0), d)))
     keep = g.LessOrEqual(s.uniform(g, 0, lane=1), g.Div(mean, g.Add(mean, x)))
     draws = g.Where(keep, x, g.Div(g.Mul(mean, mean), x))
     zero = _f64(g, 0.0)
