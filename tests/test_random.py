@@ -705,6 +705,10 @@ def test_batched_choice_without_replacement_samples_each_entry_on_its_own():
         (lambda r: R.gamma(np.inf, scale=1.0, rng=r), np.array(np.inf)),
         (lambda r: R.normal(np.nan, 1.0, rng=r), np.array(np.nan)),
         (lambda r: R.dirichlet(np.array([0.0, 1.0]), rng=r), np.array([0.0, 1.0])),
+        (  # all alphas 0: zeros (the gamma draws' normalisation was 0 / 0)
+            lambda r: R.dirichlet(np.array([[0.0, 0.0], [0.0, 2.0]]), rng=r),
+            np.array([[0.0, 0.0], [0.0, 1.0]]),
+        ),
         (
             lambda r: R.hypergeometric([0, 10, 5, 7, 3], [10, 0, 5, 3, 4], [4, 4, 0, 10, 7], rng=r),
             np.array([0, 4, 0, 7, 3]),

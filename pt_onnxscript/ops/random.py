@@ -1104,7 +1104,8 @@ def _support_shape(g, node, size, batch_of_params, core):
 
 @register(ptr.DirichletRV)
 def dirichlet(g, node, rng, size, alphas):
-    """Standard gamma draws of the alphas, normalised: a softmax of their logarithms."""
+    """Standard gamma draws of the alphas, normalised: a softmax of their logarithms; zeros
+    where all alphas are 0, as NumPy (whose gamma draws of 0 are 0: 0 / 0 in the softmax)."""
     alphas = _float(g, node.inputs[2], alphas)
     shape = _support_shape(
         g, node, size, lambda: g.Shape(alphas, end=-1), g.Shape(alphas, start=-1)
@@ -1116,6 +1117,7 @@ def dirichlet(g, node, rng, size, alphas):
     top = g.ReduceMax(logs, ints(g, [-1]), keepdims=1)
     weights = g.Exp(g.Sub(logs, top))
     draws = g.Div(weights, g.ReduceSum(weights, ints(g, [-1]), keepdims=1))
+    draws = g.Where(g.Equal(top, _f64(g, -np.inf)), _f64(g, 0.0), draws)
     checks = [(_negative(g, alphas), ValueError, "alpha < 0")]
     return s.next_state, _result(g, node, draws, checks)
 
