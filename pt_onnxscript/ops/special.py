@@ -1,8 +1,11 @@
 """Softmax, LogSoftmax (and SoftmaxGrad in PyTensor 2.38)."""
 
 import pytensor.tensor.special as pts
+from pytensor.graph.traversal import io_toposort
 
-from pt_onnxscript.registry import register
+from pt_onnxscript.ops.common import out_dtype
+from pt_onnxscript.registry import register, register_check
+from pt_onnxscript.translate import translate_inner_graph
 
 
 def axes_of(node):
@@ -14,14 +17,40 @@ def axes_of(node):
     return sorted(a % ndim for a in axes)
 
 
+@register_check(pts.Softmax, pts.LogSoftmax)
+def _float_output(node):
+    """PyTensor 2.38 types the softmax of integers as integers (its C backend raises "not a
+    float", its Python one returns floats in their place)."""
+    x, out = node.inputs[0].type.dtype, node.outputs[0].type.dtype
+    if not out.startswith("float"):
+        return f"{node.op} of {x} is typed {out} (PyTensor 2.38): cast x to a float dtype first"
+    return None
+
+
+def _shifted(g, node, x):
+    """x - max(x) over the node's axes, of integers as PyTensor computes it: in their dtype
+    (wrapping as NumPy's), then in the output's float dtype; None for floats."""
+    var = node.inputs[0]
+    if var.type.dtype == node.outputs[0].type.dtype:
+        return None
+    inner = var.type()
+    shift = inner - inner.max(axis=node.op.axis, keepdims=True)
+    [shifted] = translate_inner_graph(g, [inner], [shift], io_toposort([inner], [shift]), [x])
+    return g.Cast(shifted, to=out_dtype(node))
+
+
 @register(pts.Softmax)
 def softmax(g, node, x):
-    """Softmax -> Softmax(axis), or exp(x - max) / sum over several axes."""
+    """Softmax -> Softmax(axis), or exp(x - max) / sum over several axes or of integers
+    (ONNX's Softmax takes floats, and would shift their wrapped x - max again)."""
     axes = axes_of(node)
-    if len(axes) == 1:
+    shifted = _shifted(g, node, x)
+    if len(axes) == 1 and shifted is None:
         return g.Softmax(x, axis=axes[0])
     axes_value = g.Constant(value_ints=axes)
-    e = g.Exp(g.Sub(x, g.ReduceMax(x, axes_value, keepdims=1)))
+    if shifted is None:
+        shifted = g.Sub(x, g.ReduceMax(x, axes_value, keepdims=1))
+    e = g.Exp(shifted)
     return g.Div(e, g.ReduceSum(e, axes_value, keepdims=1))
 
 
@@ -33,7 +62,9 @@ def log_softmax(g, node, x):
     [-inf, -inf, NaN] for [1, 2, inf]. (Its ReduceMax passes over a NaN that is not first,
     but the NaN reaches every entry through the sum.)"""
     axes_value = g.Constant(value_ints=axes_of(node))
-    shifted = g.Sub(x, g.ReduceMax(x, axes_value, keepdims=1))
+    shifted = _shifted(g, node, x)
+    if shifted is None:
+        shifted = g.Sub(x, g.ReduceMax(x, axes_value, keepdims=1))
     return g.Sub(shifted, g.Log(g.ReduceSum(g.Exp(shifted), axes_value, keepdims=1)))
 
 
