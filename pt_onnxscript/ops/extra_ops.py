@@ -147,10 +147,14 @@ def searchsorted(g, node, x, v, sorter=None):
     static), else NumPy's binary search of each v (log2(len(x)) gathers per v)."""
     if sorter is not None:
         x = g.Gather(x, sorter, axis=0)
-    side, length = node.op.side, node.inputs[0].type.shape[0]
+    side, length, dtype = node.op.side, node.inputs[0].type.shape[0], node.inputs[0].type.dtype
+    # ONNX Runtime compares no bools: as the narrowest dtype it compares
+    via = kernel_dtype("Less" if side == "left" else "LessOrEqual", dtype)
+    if via != dtype:
+        x, v = (g.Cast(a, to=onnx_dtype(via)) for a in (x, v))
 
     def before(g, a, b):
-        if node.inputs[0].type.dtype.startswith("float"):
+        if dtype.startswith("float"):
             return _before(g, a, b, side)
         return g.Less(a, b) if side == "left" else g.LessOrEqual(a, b)
 
