@@ -413,8 +413,8 @@ def test_categorical_of_probabilities_below_zero_draws_as_pytensor(static):
     for row, probs in enumerate(p_values):
         law = np.bincount(vsearchsorted(np.cumsum(probs), grid), minlength=4) / len(grid)
         assert chi2_pvalue(values[:, row], lambda k, law=law: law[k], 3) > P_MIN
-    np.testing.assert_allclose(law, p_values[1])
-    assert not np.any(values[:, 0] == 1)
+    np.testing.assert_allclose(law, p_values[1])  # sorted sums: the probabilities themselves
+    assert not np.any(values[:, 0] == 1)  # the count of sums below u drew 1 three times in ten
 
 
 def test_poisson_means_on_both_sides_of_the_samplers_boundary_in_one_draw():
