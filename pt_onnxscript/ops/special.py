@@ -27,13 +27,16 @@ def _float_output(node):
     return None
 
 
-def _shifted(g, node, x):
-    """x - max(x) over the node's axes, of integers as PyTensor computes it: in their dtype
-    (wrapping as NumPy's), then in the output's float dtype; None for floats."""
-    var = node.inputs[0]
-    if var.type.dtype == node.outputs[0].type.dtype:
-        return None
-    inner = var.type()
+def _of_integers(node) -> bool:
+    return node.inputs[0].type.dtype != node.outputs[0].type.dtype
+
+
+def _shifted(g, node, x, axes_value):
+    """x - max(x) over the node's axes; of integers as PyTensor computes it: in their dtype
+    (wrapping as NumPy's), then in the output's float dtype."""
+    if not _of_integers(node):
+        return g.Sub(x, g.ReduceMax(x, axes_value, keepdims=1))
+    inner = node.inputs[0].type()
     shift = inner - inner.max(axis=node.op.axis, keepdims=True)
     [shifted] = translate_inner_graph(g, [inner], [shift], io_toposort([inner], [shift]), [x])
     return g.Cast(shifted, to=out_dtype(node))
@@ -44,13 +47,10 @@ def softmax(g, node, x):
     """Softmax -> Softmax(axis), or exp(x - max) / sum over several axes or of integers
     (ONNX's Softmax takes floats, and would shift their wrapped x - max again)."""
     axes = axes_of(node)
-    shifted = _shifted(g, node, x)
-    if len(axes) == 1 and shifted is None:
+    if len(axes) == 1 and not _of_integers(node):
         return g.Softmax(x, axis=axes[0])
     axes_value = g.Constant(value_ints=axes)
-    if shifted is None:
-        shifted = g.Sub(x, g.ReduceMax(x, axes_value, keepdims=1))
-    e = g.Exp(shifted)
+    e = g.Exp(_shifted(g, node, x, axes_value))
     return g.Div(e, g.ReduceSum(e, axes_value, keepdims=1))
 
 
@@ -62,9 +62,7 @@ def log_softmax(g, node, x):
     [-inf, -inf, NaN] for [1, 2, inf]. (Its ReduceMax passes over a NaN that is not first,
     but the NaN reaches every entry through the sum.)"""
     axes_value = g.Constant(value_ints=axes_of(node))
-    shifted = _shifted(g, node, x)
-    if shifted is None:
-        shifted = g.Sub(x, g.ReduceMax(x, axes_value, keepdims=1))
+    shifted = _shifted(g, node, x, axes_value)
     return g.Sub(shifted, g.Log(g.ReduceSum(g.Exp(shifted), axes_value, keepdims=1)))
 
 
