@@ -115,7 +115,7 @@ class ONNXLinker(JITLinker):
         """The model and session for `fgraph` specialised on the shared values in the input
         `cells` (or on nothing: `general`), with the cells it reads and checks; `updated`
         holds the positions of the inputs the function updates."""
-        from pt_onnxscript.translate import fgraph_to_model
+        from pt_onnxscript.translate import PRINTS, fgraph_to_model
 
         baked, shapes = {}, {}
         for i, (var, cell) in enumerate(zip([] if general else fgraph.inputs, cells)):
@@ -129,7 +129,12 @@ class ONNXLinker(JITLinker):
             elif None in var.type.shape:
                 shapes[var] = value.shape
         model = fgraph_to_model(
-            fgraph, opset=self.opset, optimize=self.optimize, baked=baked, fixed_shapes=shapes
+            fgraph,
+            opset=self.opset,
+            optimize=self.optimize,
+            baked=baked,
+            fixed_shapes=shapes,
+            prints=True,
         )
         checks = model_checks(model)
         with raising_checks(checks, model):
@@ -150,6 +155,7 @@ class ONNXLinker(JITLinker):
             ],
             baked=[(cell_of[var], value.shape, value.tobytes()) for var, value in baked.items()],
             shapes=[(cell_of[var], shape) for var, shape in shapes.items()],
+            prints=model.graph.meta[PRINTS],
         )
 
 
@@ -208,6 +214,9 @@ class _Runner:
             results[i] = generator_from_state(results[i])
         for cell, value in zip(self.outputs, results):
             cell[0] = value
+        if current.prints:  # the values of the graph's Prints follow its outputs
+            for op, value in zip(current.prints, results[len(self.outputs) :], strict=True):
+                op.global_fn(op, value)
 
 
 def _wrong_rank(model: ir.Model, results, ranks) -> str:
@@ -245,8 +254,8 @@ RESPECIALISATIONS = 3
 class _Specialised:
     """A session for the model specialised on some shared values: the input cells fed (by the
     model's input names, with their dtypes, None for a random state), the baked cells' shapes
-    and bytes (the same bit for bit: NaN is NaN, -0.0 is not 0.0) and the fixed cells'
-    shapes."""
+    and bytes (the same bit for bit: NaN is NaN, -0.0 is not 0.0), the fixed cells' shapes
+    and the Prints it runs."""
 
     model: ir.Model
     run: Callable  # run(feeds, run_options) -> results
@@ -254,6 +263,7 @@ class _Specialised:
     feeds: list[tuple[str, list, np.dtype | None]]
     baked: list[tuple[list, tuple[int, ...], bytes]]
     shapes: list[tuple[list, tuple[int, ...]]]
+    prints: list  # the Print Ops whose values the model outputs after fgraph's outputs
 
     def holds(self) -> bool:
         """Whether the cells hold the values and shapes the model was specialised on."""

@@ -82,6 +82,9 @@ class _Builder(GraphBuilder):
             # whose shapes carry such a name have the same size there (a name the user gave
             # to dims of several inputs only says they should).
             self.input_dim_names: frozenset[str] = frozenset()
+            # The Prints of the main graph, (node, value), when the model's caller prints them
+            # (ops.compile.print_); None when it does not.
+            self.prints: list[tuple] | None = None
 
     def _constant_propagation(self, node: ir.Node) -> None:
         if node.op_type == "Constant":  # all GraphBuilder's propagation reads
@@ -548,6 +551,11 @@ def no_cyclic_gc():
             gc.enable()
 
 
+# The key of the Print Ops whose values a model outputs for its caller to print, in its
+# graph's meta.
+PRINTS = "pytensor_prints"
+
+
 @no_cyclic_gc()
 def fgraph_to_model(
     fgraph: FunctionGraph,
@@ -560,6 +568,7 @@ def fgraph_to_model(
     fixed_shapes: Mapping[Variable, Sequence[int]] | None = None,
     name: str = "pytensor_graph",
     optimize: bool = True,
+    prints: bool = False,
 ) -> ir.Model:
     """Translate `fgraph` into an ONNX model.
 
@@ -570,6 +579,10 @@ def fgraph_to_model(
     `baked` maps fgraph inputs to values stored as initializers instead of graph inputs;
     `dims` maps input names to the names or sizes of their unknown dims, `fixed_shapes`
     fgraph inputs to their sizes.
+
+    With `prints`, the caller prints: the values of the main graph's Print nodes are further
+    outputs ``print_<i>`` after fgraph's, their Ops in ``model.graph.meta[PRINTS]``, in
+    order (ops.compile.print_).
     """
     check_opset(opset)
     for var in list(fgraph.inputs) + list(fgraph.outputs):
@@ -595,6 +608,8 @@ def fgraph_to_model(
 
     graph = ir.Graph(inputs=[], outputs=[], nodes=[], opset_imports={"": opset}, name=name)
     builder = _Builder(graph)
+    if prints:
+        builder.prints = []
     g = builder.op
     values: dict[Variable, Value] = {}
     for var, var_name in zip(fgraph.inputs, input_names, strict=True):
@@ -618,14 +633,18 @@ def fgraph_to_model(
 
     if output_names is None:
         output_names = [f"output_{i}" for i in range(len(fgraph.outputs))]
+    printed = builder.prints or []
+    outputs = [(var, value_of(g, values, var)) for var in fgraph.outputs]
+    outputs += [(node.inputs[0], value) for node, value in printed]
+    output_names = [*output_names, *(f"print_{i}" for i in range(len(printed)))]
     used: set[int] = set()
-    for i, (var, out_name) in enumerate(zip(fgraph.outputs, output_names, strict=True)):
-        value = value_of(g, values, var)
+    for (var, value), out_name in zip(outputs, output_names, strict=True):
         if value.producer() is None or id(value) in used:
             value = g.Identity(value)
         used.add(id(value))
         _set_output_type(value, var)
         builder.add_output(value, _unique(out_name, taken))
+    graph.meta[PRINTS] = [node.op for node, _ in printed]
     for value in builder.pytensor_constants.values():
         if not value.uses() and not value.is_graph_output():
             graph.initializers.pop(value.name)
@@ -645,13 +664,13 @@ def fgraph_to_model(
     drop_onnxscript_notes(graph)
     canonical_results(graph)
     names_by_position(graph, named)
-    _provenance(model, nodes, fgraph)
+    _provenance(model, nodes, [var for var, _ in outputs])
     return model
 
 
-def _provenance(model: ir.Model, nodes: Sequence[Apply], fgraph: FunctionGraph) -> None:
+def _provenance(model: ir.Model, nodes: Sequence[Apply], outputs: Sequence[Variable]) -> None:
     """What Netron and other readers show: the model's doc_string and metadata (versions,
-    the PyTensor variable each graph output stands for), and on each
+    the PyTensor variable each of the graph's `outputs` stands for), and on each
     node the PyTensor node it translates (``pkg.pytensor.node``) and the user's source line
     that built it where PyTensor's tag has one (``pkg.pytensor.source``). A node's PyTensor
     node is found from the leading ``<index>_<Op>`` of the namespace the builder gave it."""
@@ -661,16 +680,16 @@ def _provenance(model: ir.Model, nodes: Sequence[Apply], fgraph: FunctionGraph) 
 
     graph = model.graph
     inputs = [value.name for value in graph.inputs]
-    outputs = [value.name for value in graph.outputs]
+    output_names = [value.name for value in graph.outputs]
     model.doc_string = (
         f"PyTensor graph ({len(nodes)} nodes) exported by pt_onnxscript {__version__} from "
         f"PyTensor {pytensor.__version__}: inputs {', '.join(inputs) or '(none)'}; outputs "
-        f"{', '.join(outputs)}."
+        f"{', '.join(output_names)}."
     )
     model.metadata_props["pt_onnxscript.version"] = __version__
     model.metadata_props["pytensor.version"] = pytensor.__version__
     model.metadata_props["pytensor.outputs"] = json.dumps(
-        {name: str(var) for name, var in zip(outputs, fgraph.outputs, strict=True)}
+        {name: str(var) for name, var in zip(output_names, outputs, strict=True)}
     )
     notes: dict[int, dict[str, str]] = {}  # by PyTensor node: the many ONNX nodes of one
     for node in all_nodes(graph):

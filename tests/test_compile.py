@@ -57,3 +57,44 @@ def test_op_from_graph_inner_graph_gets_the_outer_rewrites():
     np.testing.assert_allclose(
         fn(np.array([1e-8, 1e-3], "float32")), np.log1p([1e-8, 1e-3]).astype("float32"), rtol=1e-6
     )
+
+
+def _printed(fn, *values):
+    """What calling `fn` prints and returns (PyTensor's Print writes to stdout)."""
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        results = fn(*values)
+    return out.getvalue(), results
+
+
+def test_print_prints_in_mode_onnx_as_in_pytensor_and_passes_through_an_export(rng):
+    from pytensor.printing import Print
+
+    x = pt.vector("x")
+    y = Print("y")(x * 2 + 1) * 2  # exact, so printed alike to the last digit
+    z = Print("z", attrs=("shape", "max"))(y + x)
+    outputs = [y, z.sum(), Print("x itself")(x)]
+    value = rng.normal(size=3)
+    expected = _printed(pytensor.function([x], outputs, mode="FAST_COMPILE"), value)
+    printed, got = _printed(pytensor.function([x], outputs, mode="ONNX"), value)
+    assert printed == expected[0] and printed.count("\n") == 4
+    for a, b in zip(got, expected[1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-15)
+
+    # An exported model cannot print: the value passes through, and the user is told.
+    with pytest.warns(UserWarning, match=r"Print\('y'\) does not print in an ONNX model"):
+        model = export_onnx(([x], [y]))
+    assert [output.name for output in model.graph.output] == ["output_0"]
+
+    # Nor can a Scan's step (a Loop body) in mode "ONNX": its value passes through.
+    h = pytensor.scan(
+        lambda xt, h: Print("h")(h + xt),
+        sequences=x,
+        outputs_info=pt.zeros(()),
+        return_updates=False,
+    )
+    with pytest.warns(UserWarning, match=r"Print\('h'\) does not print in a Scan's step"):
+        fn = pytensor.function([x], h, mode="ONNX")
+    np.testing.assert_allclose(_printed(fn, value)[1], np.cumsum(value), rtol=1e-15)
