@@ -27,11 +27,15 @@ _function_translations: dict[str, Translation] = {}
 _checks: dict[type, Callable] = {}
 _builtins = "unloaded"
 
-# Translations of Ops that other libraries define, by the library's top-level module: loaded
-# when one of its Op classes is first looked up or registered (the library is imported by
-# then), so an export that meets none of them does not import the library. The classes
-# already looked at (their bases included), so that a lookup checks one class, once.
-_library_translations = {"pymc": "pt_onnxscript.ops.pymc"}
+# Translations of Ops that other libraries (or optional parts of PyTensor) define, by the
+# module that defines them: loaded when one of its Op classes is first looked up or
+# registered (the library is imported by then), so an export that meets none of them does not
+# import the library. The classes already looked at (their bases included), so that a lookup
+# checks one class, once.
+_library_translations = {
+    "pymc": "pt_onnxscript.ops.pymc",
+    "pytensor.sparse": "pt_onnxscript.ops.sparse",
+}
 _classes_seen: set[type] = set()
 
 
@@ -56,9 +60,12 @@ def _load_library_translations(op_class: type) -> None:
         return
     _classes_seen.add(op_class)
     for cls in op_class.__mro__:
-        library = cls.__module__.partition(".")[0]
-        if library in _library_translations:
+        for library in [name for name in _library_translations if _defined_in(cls, name)]:
             importlib.import_module(_library_translations.pop(library))
+
+
+def _defined_in(cls: type, module: str) -> bool:
+    return cls.__module__ == module or cls.__module__.startswith(module + ".")
 
 
 def _registrar(table: dict[type, Translation], op_classes: tuple[type, ...], replace: bool):

@@ -42,6 +42,7 @@ from pt_onnxscript.types import (
     check_not_sparse,
     check_tensor_variable,
     io_type,
+    is_sparse,
     is_xtensor,
     onnx_dtype,
     value_shape,
@@ -286,9 +287,12 @@ def _scalar_node(scalar_op: ScalarOp, dtypes: tuple[str, ...], _out_dtypes) -> A
 
 
 def constant_value(g, var: Constant) -> ir.Value | None:
-    """The ONNX initializer holding constant `var` (None for non-tensor constants; an
-    xtensor's is its array: a graph output that folded to a constant is one)."""
+    """The ONNX initializer holding constant `var` (None for non-tensor constants and sparse
+    ones, which their Ops' translations read; an xtensor's is its array: a graph output that
+    folded to a constant is one)."""
     if not isinstance(var.type, TensorType | ScalarType) and not is_xtensor(var):
+        return None
+    if is_sparse(var):
         return None
     root = g.builder.root
     seen = root.constants_seen.get(id(var))
@@ -486,17 +490,24 @@ def baked_copy(
     instead, and its constants are read-only views of the values, which nothing writes into.
     """
     from pytensor import config
-    from pytensor.tensor import constant as tensor_constant
 
     copy, equiv = fgraph.clone_get_equiv(check_integrity=False, attach_feature=False)
-    replacements = [
-        (equiv[var], tensor_constant(_read_only(value, var.type.dtype), name=var.name))
-        for var, value in values.items()
-    ]
+    replacements = [(equiv[var], _baked_constant(var, value)) for var, value in values.items()]
     copy.replace_all(replacements, reason="pt_onnxscript: shared variables baked")
     with config.change_flags(on_opt_error="ignore"):
         _rewrite(copy)
     return copy, {equiv[var]: value for var, value in values.items()}
+
+
+def _baked_constant(var: Variable, value) -> Constant:
+    """The constant that stands for shared variable `var` holding `value`."""
+    from pytensor.tensor import constant as tensor_constant
+
+    if is_sparse(var):  # a SciPy sparse matrix, which ops/sparse.py reads
+        from pytensor.sparse import as_sparse_variable
+
+        return as_sparse_variable(value.astype(var.type.dtype), name=var.name)
+    return tensor_constant(_read_only(value, var.type.dtype), name=var.name)
 
 
 def _read_only(value, dtype: str) -> np.ndarray:
@@ -585,15 +596,16 @@ def fgraph_to_model(
     order (ops.compile.print_).
     """
     check_opset(opset)
+    baked, fixed_shapes = baked or {}, fixed_shapes or {}
     for var in list(fgraph.inputs) + list(fgraph.outputs):
-        check_tensor_variable(var)
+        if var not in baked or fgraph.clients.get(var) or var in fgraph.outputs:
+            check_tensor_variable(var)  # a baked input nothing reads is no input
     nodes = fgraph.toposort()
     rewrite_inner_graphs(nodes)
     for node in nodes:
         for var in node.outputs:
             check_not_sparse(var)
     check_supported(nodes)
-    baked, fixed_shapes = baked or {}, fixed_shapes or {}
     dims = dict(dims or {})
 
     taken: set[str] = set()

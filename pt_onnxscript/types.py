@@ -41,10 +41,12 @@ def onnx_dtype(dtype: str) -> ir.DataType:
 
 def check_not_sparse(var: Variable) -> None:
     """Raise a TypeError naming `var` if it is sparse (a subclass of the dense tensor type)."""
-    if _is_sparse(var):
+    if is_sparse(var):
         raise TypeError(
-            f"Variable {var} of type {var.type} is sparse: ONNX export supports dense tensors "
-            "only. Convert it with pytensor.sparse.dense_from_sparse (or .toarray()) first."
+            f"Variable {var} of type {var.type} is sparse: ONNX has no sparse tensors. A "
+            "sparse matrix known at export (a SciPy matrix in the graph, as PyMC's CAR takes "
+            "its W; a shared one that export_onnx bakes) translates where a product makes it "
+            "dense; others must be made dense (pytensor.sparse.dense_from_sparse, .toarray())."
         )
 
 
@@ -56,7 +58,8 @@ def is_xtensor(var: Variable) -> bool:
     return xtensor is not None and isinstance(var.type, xtensor.XTensorType)
 
 
-def _is_sparse(var: Variable) -> bool:
+def is_sparse(var: Variable) -> bool:
+    """Whether `var` is a pytensor.sparse matrix (its Ops in ops/sparse.py)."""
     # Without pytensor.sparse imported, no sparse variable exists (and none is imported here).
     sparse = sys.modules.get("pytensor.sparse.type")
     return sparse is not None and isinstance(var.type, sparse.SparseTensorType)

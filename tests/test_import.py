@@ -108,6 +108,24 @@ def test_pymc_is_imported_only_for_its_own_ops():
     assert out.split() == ["False", "True", "False"]
 
 
+def test_sparse_translations_load_when_a_sparse_op_is_met():
+    """pytensor.sparse (which PyTensor 3 does not import) is imported by the translations of
+    its Ops only when a graph holds one."""
+    out = _run(
+        """
+        import sys, numpy as np, pytensor, pytensor.tensor as pt
+        import pt_onnxscript
+        x = pt.dvector("x")
+        pytensor.function([x], pt.exp(x), mode="ONNX")
+        print("pt_onnxscript.ops.sparse" in sys.modules)
+        import scipy.sparse as sps, pytensor.sparse as psp
+        f = pytensor.function([x], psp.dot(sps.eye(2, format="csr"), x), mode="ONNX")
+        print(f(np.array([1.0, 2.0])).tolist() == [1.0, 2.0])
+        """
+    )
+    assert out.split() == ["False", "True"]
+
+
 def test_scripted_functions_are_converted_at_their_first_use():
     """onnxscript converts a scripted function from its source; the translations' ~125 are
     converted when a graph first needs them, not all at the first export (~0.65 s). A

@@ -177,6 +177,22 @@ def waiting_times():
     return model
 
 
+def areal():
+    """A CAR prior on a graph's nodes whose adjacency W is a SciPy sparse matrix, as PyMC
+    documents it: its log-density multiplies by W with pytensor.sparse's Dot of a constant."""
+    import scipy.sparse as sps
+
+    W = np.zeros((8, 8))
+    W[np.arange(7), np.arange(1, 8)] = W[np.arange(1, 8), np.arange(7)] = 1
+    W[0, 5] = W[5, 0] = W[2, 7] = W[7, 2] = 1
+    with pm.Model() as model:
+        alpha = pm.Uniform("alpha", 0, 1)
+        tau = pm.Gamma("tau", 2, 2)
+        phi = pm.CAR("phi", mu=np.zeros(8), W=sps.csr_matrix(W), alpha=alpha, tau=tau)
+        pm.Poisson("y", pm.math.exp(phi), observed=[0, 2, 1, 4, 3, 0, 1, 2])
+    return model
+
+
 MODELS = [
     glm,
     hierarchical,
@@ -191,6 +207,7 @@ MODELS = [
     correlations,
     interpolated,
     waiting_times,
+    areal,
 ]
 
 # PyTensor's gammainc/gammaincc gradients are series that stop once a term drops below 1e-10

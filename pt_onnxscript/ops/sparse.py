@@ -1,0 +1,105 @@
+"""Products with a sparse constant: pytensor.sparse's Dot and StructuredDot of a SciPy sparse
+matrix known at export (a CAR model's adjacency matrix, a sparse design matrix) and a dense
+tensor, whose result is dense.
+
+The matrix's stored entries (row r_k, column c_k, value d_k, in SciPy's storage order) are
+three constants; the product gathers the dense operand at the entries' columns (rows),
+multiplies by d and adds each term into its output row (column) by ScatterElements, in the
+storage order: SciPy's csr/csc matvec adds the same products in that order from 0, so the
+results are SciPy's to the bit. Sparse values computed in the graph (or fed to it) have no
+ONNX form: they are refused (`types.check_not_sparse`, `sparse_constants_check`).
+
+Loaded when the first pytensor.sparse Op is met (registry._library_translations).
+"""
+
+import numpy as np
+from pytensor.graph.basic import Constant
+from pytensor.sparse.math import Dot, StructuredDot
+
+from pt_onnxscript.ops.common import constant, ints, raise_if
+from pt_onnxscript.registry import register, register_check
+from pt_onnxscript.types import is_sparse, onnx_dtype
+
+
+@register_check(Dot, StructuredDot)
+def sparse_constants_check(node):
+    """Only a product of a sparse operand known at export (a constant) and a dense one
+    translates (PyTensor folds a product of two constants)."""
+    sparse = [var for var in node.inputs if is_sparse(var)]
+    for var in sparse:
+        if not isinstance(var, Constant):
+            return (
+                f"its sparse operand {var} is not a constant: only sparse matrices known at "
+                "export translate (their entries become constants); make it one, or use a "
+                "dense matrix (pytensor.sparse.dense_from_sparse)"
+            )
+    if len(sparse) > 1:
+        return "both operands are sparse: make one dense (pytensor.sparse.dense_from_sparse)"
+    return None
+
+
+def _entries(g, matrix, dtype: str):
+    """The stored entries of SciPy sparse `matrix` in storage order: rows, columns (int64)
+    and values (as `dtype`) constants, and its shape."""
+    # tocoo of a csr (csc) matrix keeps its storage order: row by row (column by column).
+    # Other formats (StructuredDot takes bsr) go through csr, so their sums may round
+    # differently from SciPy's.
+    coo = (matrix if matrix.format in ("csr", "csc") else matrix.tocsr()).tocoo(copy=False)
+    return (
+        ints(g, coo.row.astype(np.int64)),
+        ints(g, coo.col.astype(np.int64)),
+        constant(g, coo.data.astype(dtype), dtype),
+        matrix.shape,
+    )
+
+
+def _checked(g, dense, axis: int, size: int, shapes: str):
+    """`dense`, made to raise SciPy's ValueError unless its `axis` (0 or -1) has length
+    `size`."""
+    length = g.Shape(dense, start=0, end=1) if axis == 0 else g.Shape(dense, start=-1)
+    wrong = g.Not(g.Equal(length, ints(g, [size])))
+    return raise_if(g, wrong, dense, ValueError, f"dimension mismatch ({shapes})")
+
+
+def _sparse_times_dense(g, matrix, dense, ndim: int, dtype: str):
+    """S @ y for the sparse constant S (m, n) and y (n,) or (n, p): out[r_k] += d_k y[c_k]."""
+    rows, cols, data, (m, n) = _entries(g, matrix, dtype)
+    dense = _checked(g, dense, 0, n, f"a sparse ({m}, {n}) times a dense operand")
+    terms = g.Gather(dense, cols, axis=0)  # (nnz,) or (nnz, p)
+    if ndim == 1:
+        zeros = g.Expand(constant(g, 0, dtype), ints(g, [m]))
+        return g.ScatterElements(zeros, rows, g.Mul(terms, data), axis=0, reduction="add")
+    shape = g.Concat(ints(g, [m]), g.Shape(dense, start=1), axis=0)
+    zeros = g.Expand(constant(g, 0, dtype), shape)
+    products = g.Mul(terms, g.Unsqueeze(data, ints(g, [1])))
+    index = g.Expand(g.Unsqueeze(rows, ints(g, [1])), g.Shape(products))
+    return g.ScatterElements(zeros, index, products, axis=0, reduction="add")
+
+
+def _dense_times_sparse(g, dense, matrix, ndim: int, dtype: str):
+    """x @ S for x (m,) or (q, m) and the sparse constant S (m, n): out[..., c_k] += x[..., r_k]
+    d_k (SciPy computes it as (S^T x^T)^T, S^T's matvec over the same stored entries)."""
+    rows, cols, data, (m, n) = _entries(g, matrix, dtype)
+    dense = _checked(g, dense, -1, m, f"a dense operand times a sparse ({m}, {n})")
+    terms = g.Gather(dense, rows, axis=ndim - 1)  # (nnz,) or (q, nnz)
+    products = g.Mul(terms, data)
+    if ndim == 1:
+        zeros = g.Expand(constant(g, 0, dtype), ints(g, [n]))
+        return g.ScatterElements(zeros, cols, products, axis=0, reduction="add")
+    shape = g.Concat(g.Shape(dense, end=1), ints(g, [n]), axis=0)
+    zeros = g.Expand(constant(g, 0, dtype), shape)
+    index = g.Expand(cols, g.Shape(products))
+    return g.ScatterElements(zeros, index, products, axis=1, reduction="add")
+
+
+@register(Dot, StructuredDot)
+def sparse_dot(g, node, x, y):
+    """Dot / StructuredDot of a sparse constant and a dense tensor, in either order
+    (`sparse_constants_check`)."""
+    a, b = node.inputs
+    dtype = node.outputs[0].type.dtype
+    if is_sparse(a):
+        dense = y if b.type.dtype == dtype else g.Cast(y, to=onnx_dtype(dtype))
+        return _sparse_times_dense(g, a.data, dense, b.type.ndim, dtype)
+    dense = x if a.type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
+    return _dense_times_sparse(g, dense, b.data, a.type.ndim, dtype)
