@@ -66,6 +66,23 @@ def test_stored_entries_and_dtypes_as_scipy(matrix, dtype, rng):
     compare_onnx_and_py([x], psp.dot(matrix, x), [value], rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_a_sparse_constant_plus_a_dense_matrix_is_scipys(fmt, rng):
+    a = _matrix(fmt) + sps.csr_matrix(([0.5], ([0], [0])), shape=(5, 4)).asformat(fmt)
+    y, yi = pt.matrix("y"), pt.matrix("yi", dtype="int64")
+    compare_onnx_and_py(
+        [y, yi],
+        [psp.add(a, y), psp.add(yi, a)],
+        [rng.normal(size=(5, 4)), rng.integers(-5, 5, (5, 4))],
+        more_inputs=[[np.full((5, 4), np.inf), np.zeros((5, 4), "int64")]],
+        rtol=0,
+        atol=0,
+    )
+    fn = pytensor.function([y], psp.add(a, y), mode="ONNX")
+    with pytest.raises(ValueError, match="Incompatible shapes"):
+        fn(np.ones((5, 5)))
+
+
 def test_operands_of_the_wrong_size_raise_as_in_pytensor(rng):
     x, v = pt.vector("x"), pt.vector("v")
     a = _matrix("csr")

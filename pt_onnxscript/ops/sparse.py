@@ -1,12 +1,13 @@
-"""Products with a sparse constant: pytensor.sparse's Dot and StructuredDot of a SciPy sparse
-matrix known at export (a CAR model's adjacency matrix, a sparse design matrix) and a dense
-tensor, whose result is dense.
+"""A sparse constant with a dense tensor: pytensor.sparse's Dot and StructuredDot of a SciPy
+sparse matrix known at export (a CAR model's adjacency matrix, a sparse design matrix) and a
+dense tensor, and its AddSD (the sparse matrix plus a dense one), whose results are dense.
 
 The matrix's stored entries (row r_k, column c_k, value d_k, in SciPy's storage order) are
-three constants; the product gathers the dense operand at the entries' columns (rows),
+three constants; a product gathers the dense operand at the entries' columns (rows),
 multiplies by d and adds each term into its output row (column) by ScatterElements, in the
 storage order: SciPy's csr/csc matvec adds the same products in that order from 0, so the
-results are SciPy's to the bit. Sparse values computed in the graph (or fed to it) have no
+results are SciPy's to the bit; a sum adds each d_k into the dense matrix at (r_k, c_k) in
+that order, as SciPy's csr_todense does. Sparse values computed in the graph (or fed to it) have no
 ONNX form: they are refused (`types.check_not_sparse`, `sparse_constants_check`).
 
 Loaded when the first pytensor.sparse Op is met (registry._library_translations).
@@ -14,17 +15,17 @@ Loaded when the first pytensor.sparse Op is met (registry._library_translations)
 
 import numpy as np
 from pytensor.graph.basic import Constant
-from pytensor.sparse.math import Dot, StructuredDot
+from pytensor.sparse.math import AddSD, Dot, StructuredDot
 
 from pt_onnxscript.ops.common import constant, ints, raise_if
 from pt_onnxscript.registry import register, register_check
 from pt_onnxscript.types import is_sparse, onnx_dtype
 
 
-@register_check(Dot, StructuredDot)
+@register_check(AddSD, Dot, StructuredDot)
 def sparse_constants_check(node):
-    """Only a product of a sparse operand known at export (a constant) and a dense one
-    translates (PyTensor folds a product of two constants)."""
+    """Only a sparse operand known at export (a constant) with a dense one translates
+    (PyTensor folds a product of two constants)."""
     sparse = [var for var in node.inputs if is_sparse(var)]
     for var in sparse:
         if not isinstance(var, Constant):
@@ -103,3 +104,17 @@ def sparse_dot(g, node, x, y):
         return _sparse_times_dense(g, a.data, dense, b.type.ndim, dtype)
     dense = x if a.type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
     return _dense_times_sparse(g, dense, b.data, a.type.ndim, dtype)
+
+
+@register(AddSD)
+def sparse_plus_dense(g, node, _, y):
+    """The sparse constant S plus the dense matrix y of its shape: y[r_k, c_k] += d_k."""
+    a, b = node.inputs
+    dtype = node.outputs[0].type.dtype
+    rows, cols, data, shape = _entries(g, a.data, dtype)
+    dense = y if b.type.dtype == dtype else g.Cast(y, to=onnx_dtype(dtype))
+    wrong = g.Not(g.Equal(g.Shape(dense), ints(g, list(shape))))
+    message = f"Incompatible shapes (a sparse {shape} plus a dense matrix of another shape)"
+    dense = raise_if(g, wrong, dense, ValueError, message)
+    at = g.Concat(g.Unsqueeze(rows, ints(g, [1])), g.Unsqueeze(cols, ints(g, [1])), axis=1)
+    return g.ScatterND(dense, at, data, reduction="add")
