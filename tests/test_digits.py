@@ -282,10 +282,14 @@ def test_random_draws_reproduce_in_the_browser(trained, page):
 def _log_density_and_gradient():
     """A log-density of one float64 parameter vector and its gradient, in the forms PyMC's
     models export: a Student-t's gammaln terms (digamma in the gradient; both run domains
-    under Ifs), group offsets read by index (an indexed increment in the gradient), and a GP
-    term: an 80 x 80 Cholesky by blocks and a triangular solve."""
+    under Ifs), group offsets read by index (an indexed increment in the gradient), a GP
+    term (an 80 x 80 Cholesky by blocks and a triangular solve) and a CAR-like quadratic form
+    of the offsets with a SciPy sparse adjacency matrix (pytensor.sparse's Dot: sums by
+    ScatterElements, and by ScatterND for its sum with a dense matrix)."""
     import pytensor
+    import pytensor.sparse as psp
     import pytensor.tensor as pt
+    import scipy.sparse as sps
     from pytensor.tensor.linalg import solve_triangular
 
     rng = np.random.default_rng(3)
@@ -305,7 +309,11 @@ def _log_density_and_gradient():
     chol = pt.linalg.cholesky(k)
     alpha = solve_triangular(chol, np.sin(x), lower=True)
     gp = -0.5 * (alpha**2).sum() - pt.log(pt.diagonal(chol)).sum()
-    logp = student_t + gp - 0.5 * (offset**2).sum()
+    adjacency = sps.csr_matrix(np.eye(8, k=1) + np.eye(8, k=-1) + np.eye(8, k=5) + np.eye(8, k=-5))
+    row = offset[None, :]
+    car = -0.5 * (row * psp.dot(row, adjacency)).sum()
+    car -= 0.01 * psp.add(adjacency, pt.outer(offset, offset)).sum()
+    logp = student_t + gp + car - 0.5 * (offset**2).sum()
     return [point], [logp, pytensor.grad(logp, point)]
 
 
@@ -321,7 +329,7 @@ def test_a_log_density_and_its_gradient_in_the_browser(trained, page):
     path = trained[3] / "model" / "logp.onnx"
     model = export_onnx(_log_density_and_gradient(), path)
     ops = {node.op_type for node in model.graph.node}
-    assert {"If", "ScatterElements"} <= ops, ops
+    assert {"If", "ScatterElements", "ScatterND"} <= ops, ops
     onnx.checker.check_model(str(path), full_check=True)
     points = [np.array([np.log(v), 0.3, np.log(ls)] + [0.1] * 8) for v, ls in [(4, 1.3), (0.7, 3)]]
     session = ort.InferenceSession(str(path))
