@@ -98,3 +98,11 @@ def test_print_prints_in_mode_onnx_as_in_pytensor_and_passes_through_an_export(r
     with pytest.warns(UserWarning, match=r"Print\('h'\) does not print in a Scan's step"):
         fn = pytensor.function([x], h, mode="ONNX")
     np.testing.assert_allclose(_printed(fn, value)[1], np.cumsum(value), rtol=1e-15)
+
+
+def test_compare_onnx_and_py_takes_a_graph_with_a_print(rng, capsys):
+    from pytensor.printing import Print
+
+    x = pt.vector("x")
+    compare_onnx_and_py([x], Print("x")(x) * 2, [rng.normal(size=3)])
+    assert capsys.readouterr().out.count("x __str__") == 2  # the reference's, mode "ONNX"'s
