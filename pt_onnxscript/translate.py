@@ -242,6 +242,11 @@ _HINTS = {
     "which PyTensor builds on it, translates without it)",
     "Fourier": "complex output: ONNX Runtime has no complex dtypes; use pt.fft.rfft, whose "
     "real and imaginary parts are a real axis",
+    "FromFunctionOp": "it runs a Python function (as_op), which ONNX cannot: write the "
+    "function with PyTensor Ops, or register a translation of it",
+    "PdbBreakpoint": "a Python debugger breakpoint, which cannot stop ONNX Runtime: remove it "
+    '(pytensor.printing.Print prints in mode "ONNX")',
+    "Hyp2F1": "no ONNX translation yet (SciPy's hyp2f1 and its transformations)",
     **dict.fromkeys(
         ["MinimizeOp", "MinimizeScalarOp", "RootOp", "RootScalarOp"],
         "it runs SciPy's optimizer in Python: solve outside the model and feed the solution "

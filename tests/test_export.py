@@ -450,6 +450,24 @@ def test_scipy_optimizers_are_refused_with_the_way_out():
         export_onnx(([x, y], [solution]))
 
 
+def test_python_functions_and_breakpoints_are_refused_with_the_way_out():
+    from pytensor.breakpoint import PdbBreakpoint
+    from pytensor.compile.ops import as_op
+
+    @as_op(itypes=[pt.dvector], otypes=[pt.dvector])
+    def doubled(v):
+        return v * 2
+
+    x = pt.dvector("x")
+    stop = PdbBreakpoint("stop")(x.sum() > 1, x)[0]
+    with pytest.raises(UnsupportedOpError) as info:
+        export_onnx(([x], [doubled(x), stop, pt.hyp2f1(1.0, 2.0, 3.0, x)]))
+    message = str(info.value)
+    assert "FromFunctionOp (it runs a Python function (as_op)" in message
+    assert "PdbBreakpoint (a Python debugger breakpoint" in message
+    assert "Elemwise(Hyp2F1) (no ONNX translation yet" in message
+
+
 def test_non_tensor_input_is_a_type_error_naming_it():
     z = pt.vector("z", dtype="complex128")
     with pytest.raises(TypeError, match="z.*complex128"):
