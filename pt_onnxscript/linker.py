@@ -115,7 +115,8 @@ class ONNXLinker(JITLinker):
         """The model and session for `fgraph` specialised on the shared values in the input
         `cells` (or on nothing: `general`), with the cells it reads and checks; `updated`
         holds the positions of the inputs the function updates."""
-        from pt_onnxscript.translate import PRINTS, fgraph_to_model
+        from pt_onnxscript.translate import PRINTS, baked_copy, fgraph_to_model
+        from pt_onnxscript.types import is_sparse
 
         baked, shapes = {}, {}
         for i, (var, cell) in enumerate(zip([] if general else fgraph.inputs, cells)):
@@ -128,19 +129,35 @@ class ONNXLinker(JITLinker):
                 baked[var] = value.copy()
             elif None in var.type.shape:
                 shapes[var] = value.shape
+        # A sparse shared variable (pm.Data of a SciPy matrix) cannot be fed: it is always a
+        # constant of the PyTensor graph, which ops/sparse.py reads (the function updating
+        # one computes a sparse value, which has no translation either).
+        sparse = {
+            var: cell[0].copy()
+            for var, cell in zip(fgraph.inputs, cells)
+            if isinstance(var, SharedVariable) and is_sparse(var)
+        }
+        translated = fgraph
+        if sparse:
+            translated, _ = baked_copy(fgraph, sparse)
+        position = {var: i for i, var in enumerate(fgraph.inputs)}
+
+        def copied(values):  # keyed by `translated`'s inputs, in fgraph's order
+            return {translated.inputs[position[var]]: value for var, value in values.items()}
+
         model = fgraph_to_model(
-            fgraph,
+            translated,
             opset=self.opset,
             optimize=self.optimize,
-            baked=baked,
-            fixed_shapes=shapes,
+            baked=copied(baked | sparse),
+            fixed_shapes=copied(shapes),
             prints=True,
         )
         checks = model_checks(model)
         with raising_checks(checks, model):
             run = session_runner(model, self.providers, self.threads, check=True)
         cell_of = dict(zip(fgraph.inputs, cells))
-        fed = [var for var in fgraph.inputs if var not in baked]
+        fed = [var for var in fgraph.inputs if var not in baked and var not in sparse]
         return _Specialised(
             model=model,
             run=run,
@@ -155,6 +172,7 @@ class ONNXLinker(JITLinker):
             ],
             baked=[(cell_of[var], value.shape, value.tobytes()) for var, value in baked.items()],
             shapes=[(cell_of[var], shape) for var, shape in shapes.items()],
+            sparse=[(cell_of[var], _sparse_bytes(value)) for var, value in sparse.items()],
             prints=model.graph.meta[PRINTS],
         )
 
@@ -263,6 +281,7 @@ class _Specialised:
     feeds: list[tuple[str, list, np.dtype | None]]
     baked: list[tuple[list, tuple[int, ...], bytes]]
     shapes: list[tuple[list, tuple[int, ...]]]
+    sparse: list[tuple[list, tuple]]  # the sparse cells baked, and their _sparse_bytes
     prints: list  # the Print Ops whose values the model outputs after fgraph's outputs
 
     def holds(self) -> bool:
@@ -270,11 +289,22 @@ class _Specialised:
         for cell, shape in self.shapes:
             if np.shape(cell[0]) != shape:
                 return False
+        for cell, data in self.sparse:
+            if _sparse_bytes(cell[0]) != data:
+                return False
         for cell, shape, data in self.baked:
             value = cell[0]  # a shared variable's container holds its dtype
             if type(value) is not np.ndarray or value.shape != shape or value.tobytes() != data:
                 return False
         return True
+
+
+def _sparse_bytes(value) -> tuple:
+    """A SciPy sparse matrix as what its products read: format, shape and stored entries in
+    storage order, as bytes (a set_value of an equal matrix is the same)."""
+    coo = value.tocoo(copy=False)
+    arrays = (coo.row.astype(np.int64), coo.col.astype(np.int64), coo.data)
+    return (value.format, value.shape, value.dtype.str, *(a.tobytes() for a in arrays))
 
 
 def model_checks(model: ir.Model) -> dict[str, tuple[type[Exception], str]]:

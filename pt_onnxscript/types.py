@@ -45,8 +45,8 @@ def check_not_sparse(var: Variable) -> None:
         raise TypeError(
             f"Variable {var} of type {var.type} is sparse: ONNX has no sparse tensors. A "
             "sparse matrix known at export (a SciPy matrix in the graph, as PyMC's CAR takes "
-            "its W; a shared one that export_onnx bakes) translates where a product makes it "
-            "dense; others must be made dense (pytensor.sparse.dense_from_sparse, .toarray())."
+            "its W, or a shared one) translates where a product makes it dense; others must "
+            "be made dense (pytensor.sparse.dense_from_sparse, .toarray())."
         )
 
 

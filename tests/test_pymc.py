@@ -292,6 +292,23 @@ def test_a_gp_factors_its_covariance_once():
     assert len(choleskys) == 1
 
 
+def test_a_sparse_design_matrix_in_pm_data_and_set_data():
+    import pytensor.sparse as psp
+    import scipy.sparse as sps
+
+    design = sps.random(30, 4, density=0.3, format="csr", random_state=3)
+    with pm.Model() as model:
+        x = pm.Data("x", design)
+        beta = pm.Normal("beta", 0, 1, shape=4)
+        pm.Normal("y", psp.dot(x, beta[:, None])[:, 0], 1, observed=np.arange(30.0) / 10)
+    ours, reference = model.compile_logp(mode="ONNX"), model.compile_logp(mode=REFERENCE)
+    for new in [None, sps.random(30, 4, density=0.5, format="csr", random_state=4)]:
+        if new is not None:
+            pm.set_data({"x": new}, model=model)
+        for point in points(model, 2):
+            assert_same(ours(point), reference(point), rtol=1e-14, atol=0, what="logp")
+
+
 def test_against_the_default_mode_and_compile_fn():
     model = hierarchical()
     point = model.initial_point()

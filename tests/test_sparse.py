@@ -110,8 +110,7 @@ def test_sparse_values_not_known_at_export_are_refused_with_the_way_out(rng):
     with pytest.raises(UnsupportedOpError, match=r"Dot: its sparse operand .* is not a constant"):
         export_onnx(([x], [product(psp.as_sparse_variable(_matrix("csr")), x)]))
 
-    # A shared one is known at export: export_onnx bakes it (mode "ONNX" feeds shared
-    # variables, which ONNX Runtime cannot take sparse, and refuses it as above).
+    # A shared one is known at export: export_onnx bakes it.
     a = _matrix("csc")
     shared = pytensor.shared(a, name="W")
     model = export_onnx(pytensor.function([x], psp.dot(shared, x)))
@@ -120,3 +119,25 @@ def test_sparse_values_not_known_at_export_are_refused_with_the_way_out(rng):
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     value = rng.normal(size=4)
     np.testing.assert_array_equal(session.run(None, {"x": value})[0], a @ value)
+
+
+def test_a_sparse_shared_variable_in_mode_onnx_is_baked_and_every_change_seen(rng):
+    # pm.Data of a SciPy matrix is one: mode "ONNX" bakes it into the model (ONNX Runtime
+    # takes no sparse input) and translates again when its value changes.
+    shared = pytensor.shared(_matrix("csr"), name="W")
+    x, b = pt.vector("x"), pytensor.shared(np.arange(5.0), name="b")
+    fn = pytensor.function([x], psp.dot(shared, x) + b, mode="ONNX", updates={b: b + 1})
+    value = rng.normal(size=4)
+    for step in range(6):  # past mode "ONNX"'s respecialisations: the general model
+        matrix = shared.get_value()
+        np.testing.assert_array_equal(fn(value), matrix @ value + np.arange(5.0) + step)
+        if step % 2:
+            shared.set_value(_matrix("csr", 5, 4, 0.6) * (step + 1))  # other entries
+        else:
+            shared.get_value(borrow=True).data[0] += 1.0  # changed in place
+    shared.set_value(_matrix("csc", 5, 3))  # another format and shape: x must follow
+    with pytest.raises(ValueError, match="dimension mismatch"):
+        fn(value)
+    np.testing.assert_array_equal(
+        fn(value[:3]), shared.get_value() @ value[:3] + np.arange(5.0) + 6
+    )
