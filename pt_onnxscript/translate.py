@@ -207,8 +207,8 @@ def _missing(node: Apply, scalar: bool = False, seen: dict | None = None) -> lis
         found = translation_for(op) is not None
         name = type(op).__name__
     if not found:
-        core = type(op.core_op if isinstance(op, Blockwise) else op).__name__
-        hint = _HINTS.get(core)
+        core = type(op.core_op if isinstance(op, Blockwise) else op)
+        hint = next((_HINTS[c.__name__] for c in core.__mro__ if c.__name__ in _HINTS), None)
         return [(f"{name} ({hint})" if hint else name, node)]
     check = check_for(op.core_op if isinstance(op, Blockwise) else op)
     problem = check(node) if check is not None else None
@@ -247,6 +247,10 @@ _HINTS = {
     "PdbBreakpoint": "a Python debugger breakpoint, which cannot stop ONNX Runtime: remove it "
     '(pytensor.printing.Print prints in mode "ONNX")',
     "Hyp2F1": "no ONNX translation yet (SciPy's hyp2f1 and its transformations)",
+    # PyMC's (matched by name: translate.py does not import PyMC)
+    "DifferentialEquation": "it runs SciPy's odeint in Python: write the solver's steps as a "
+    "Scan (a Runge-Kutta step, say), which translates",
+    "SimulatorRV": "it draws by calling a Python function, which ONNX cannot",
     **dict.fromkeys(
         ["MinimizeOp", "MinimizeScalarOp", "RootOp", "RootScalarOp"],
         "it runs SciPy's optimizer in Python: solve outside the model and feed the solution "

@@ -12,6 +12,7 @@ from scipy.stats import ks_2samp, kstest
 
 pm = pytest.importorskip("pymc")
 
+from pt_onnxscript import UnsupportedOpError
 from pt_onnxscript.pymc_model import (
     export_logp,
     export_prior_predictive,
@@ -290,6 +291,25 @@ def test_a_gp_factors_its_covariance_once():
         if type(getattr(node.op, "core_op", node.op)).__name__ == "Cholesky"
     ]
     assert len(choleskys) == 1
+
+
+def test_an_ode_and_a_simulator_are_refused_with_the_way_out():
+    from pymc.ode import DifferentialEquation
+
+    ode = DifferentialEquation(
+        func=lambda y, t, p: [-p[0] * y[0]], times=[1.0, 2.0], n_states=1, n_theta=1, t0=0
+    )
+    with pm.Model() as model:
+        k = pm.HalfNormal("k", 1)
+        pm.Normal("y", ode(y0=[1.0], theta=[k])[:, 0], 0.1, observed=[0.6, 0.4])
+        pm.Simulator(
+            "s", lambda rng, a, size=None: rng.normal(a, 1, size), params=(k,), observed=[0.0]
+        )
+    with pytest.raises(UnsupportedOpError) as info:
+        model.compile_logp(mode="ONNX")
+    message = str(info.value)
+    assert "DifferentialEquation (it runs SciPy's odeint in Python" in message
+    assert "(it draws by calling a Python function" in message
 
 
 def test_a_sparse_design_matrix_in_pm_data_and_set_data():
