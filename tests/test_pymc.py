@@ -321,12 +321,14 @@ def test_a_sparse_design_matrix_in_pm_data_and_set_data():
         x = pm.Data("x", design)
         beta = pm.Normal("beta", 0, 1, shape=4)
         pm.Normal("y", psp.dot(x, beta[:, None])[:, 0], 1, observed=np.arange(30.0) / 10)
-    ours, reference = model.compile_logp(mode="ONNX"), model.compile_logp(mode=REFERENCE)
+    ours = model.compile_logp(mode="ONNX"), model.compile_dlogp(mode="ONNX")
+    reference = model.compile_logp(mode=REFERENCE), model.compile_dlogp(mode=REFERENCE)
     for new in [None, sps.random(30, 4, density=0.5, format="csr", random_state=4)]:
         if new is not None:
             pm.set_data({"x": new}, model=model)
         for point in points(model, 2):
-            assert_same(ours(point), reference(point), rtol=1e-14, atol=0, what="logp")
+            for fn, ref, what in zip(ours, reference, ["logp", "dlogp"], strict=True):
+                assert_same(fn(point), ref(point), rtol=1e-14, atol=1e-14, what=what)
 
 
 def test_against_the_default_mode_and_compile_fn():
