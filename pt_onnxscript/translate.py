@@ -86,6 +86,8 @@ class _Builder(GraphBuilder):
             # The Prints of the main graph, (node, value), when the model's caller prints them
             # (ops.compile.print_); None when it does not.
             self.prints: list[tuple] | None = None
+            # The sparse constants that inner graphs' inputs stand for (bind_sparse_constants).
+            self.sparse_constants: dict[Variable, Constant] = {}
 
     def _constant_propagation(self, node: ir.Node) -> None:
         if node.op_type == "Constant":  # all GraphBuilder's propagation reads
@@ -450,6 +452,20 @@ def _branch_nodes(nodes: Sequence[Apply], outputs: Sequence[Variable]) -> dict:
             ifelse, branch = owner[node]
             branches.setdefault(ifelse, ([], []))[branch].append(node)
     return branches
+
+
+def sparse_constant(g, var: Variable) -> Constant | None:
+    """The sparse constant `var` is, or the one an inner graph's input `var` stands for (None
+    if it stands for none: a sparse value not known at export)."""
+    return var if isinstance(var, Constant) else g.builder.root.sparse_constants.get(var)
+
+
+def bind_sparse_constants(g, inner_inputs, outer_inputs) -> None:
+    """Note the sparse constants (ops/sparse.py reads their entries) that an inner graph's
+    inputs stand for: a sparse outer input has no ONNX value to bind them to."""
+    for inner, outer in zip(inner_inputs, outer_inputs, strict=True):
+        if is_sparse(outer) and (constant := sparse_constant(g, outer)) is not None:
+            g.builder.root.sparse_constants[inner] = constant
 
 
 def translate_inner_graph(g, inner_inputs, inner_outputs, inner_nodes, outer_values, scalar=False):

@@ -8,7 +8,7 @@ import pytensor.tensor as pt
 import pytest
 import scipy.sparse as sps
 
-from pt_onnxscript import UnsupportedOpError, export_onnx
+from pt_onnxscript import export_onnx
 from pt_onnxscript.testing import compare_onnx_and_py
 
 
@@ -102,14 +102,6 @@ def test_sparse_values_not_known_at_export_are_refused_with_the_way_out(rng):
     with pytest.raises(TypeError, match="ONNX has no sparse tensors"):
         export_onnx(([dense, x], [psp.dot(psp.csr_from_dense(dense), x)]))
 
-    # Nor is one an OpFromGraph takes as an input (its inner graph's is a variable).
-    from pytensor.compile.builders import OpFromGraph
-
-    inner, vector = psp.csr_matrix("inner"), pt.vector("vector")
-    product = OpFromGraph([inner, vector], [psp.dot(inner, vector)])
-    with pytest.raises(UnsupportedOpError, match=r"Dot: its sparse operand .* is not a constant"):
-        export_onnx(([x], [product(psp.as_sparse_variable(_matrix("csr")), x)]))
-
     # A shared one is known at export: export_onnx bakes it.
     a = _matrix("csc")
     shared = pytensor.shared(a, name="W")
@@ -141,3 +133,31 @@ def test_a_sparse_shared_variable_in_mode_onnx_is_baked_and_every_change_seen(rn
     np.testing.assert_array_equal(
         fn(value[:3]), shared.get_value() @ value[:3] + np.arange(5.0) + 6
     )
+
+
+def test_inner_graphs_read_the_sparse_constants_their_inputs_stand_for(rng):
+    # A Scan's step and an OpFromGraph take the sparse matrix as an input; each translation
+    # reads the constant outside. A shared one in a function compiled in PyTensor's default
+    # mode (in-place Ops in the Scan's step, which PyTensor cannot rebuild with the constant
+    # inlined) is baked by export_onnx.
+    from pytensor.compile.builders import OpFromGraph
+
+    a = _matrix("csr", 4, 4, 0.5)
+    shared = pytensor.shared(a, name="W")
+    x = pt.vector("x")
+    inner, vector = psp.csr_matrix("inner"), pt.vector("vector")
+    product = OpFromGraph([inner, vector], [psp.dot(inner, vector)])
+    steps = pytensor.scan(
+        lambda h: psp.dot(shared, h) * 0.5 + product(psp.as_sparse_variable(a), h),
+        outputs_info=x,
+        n_steps=4,
+        return_updates=False,
+    )
+    compare_onnx_and_py([x], steps, [rng.normal(size=4)], rtol=0, atol=0)
+    model = export_onnx(pytensor.function([x], steps))
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    value = rng.normal(size=4)
+    expected = pytensor.function([x], steps, mode="FAST_COMPILE")(value)
+    np.testing.assert_array_equal(session.run(None, {"x": value})[0], expected)

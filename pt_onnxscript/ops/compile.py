@@ -7,7 +7,7 @@ from pytensor.compile.ops import DeepCopyOp, TypeCastingOp
 from pytensor.printing import Print
 
 from pt_onnxscript.registry import register
-from pt_onnxscript.translate import rewritten_copy, translate_inner_graph
+from pt_onnxscript.translate import bind_sparse_constants, rewritten_copy, translate_inner_graph
 
 
 @register(DeepCopyOp, TypeCastingOp)
@@ -41,5 +41,6 @@ def print_(g, node, x):
 def op_from_graph(g, node, *inputs):
     """OpFromGraph -> a copy of its inner graph, given mode "ONNX"'s rewrites, inlined."""
     fgraph = rewritten_copy(node.op.fgraph)
+    bind_sparse_constants(g, fgraph.inputs, node.inputs)
     outputs = translate_inner_graph(g, fgraph.inputs, fgraph.outputs, fgraph.toposort(), inputs)
     return outputs

@@ -20,7 +20,12 @@ from pytensor.tensor.shape import Shape_i
 from pt_onnxscript.ops.common import INT64_MAX, constant, ints, loop, raise_if
 from pt_onnxscript.registry import register
 from pt_onnxscript.rng import is_random_state
-from pt_onnxscript.translate import TranslationError, translate_graph, value_of
+from pt_onnxscript.translate import (
+    TranslationError,
+    bind_sparse_constants,
+    translate_graph,
+    value_of,
+)
 from pt_onnxscript.types import onnx_dtype
 
 
@@ -109,6 +114,7 @@ def scan(g, node, n_steps, *outer):
             zip(op.inner_untraced_sit_sot(inner_in), carried[n_mit_mot + n_buffers :][:n_untraced])
         )
         values.update(zip(op.inner_non_seqs(inner_in), non_seqs, strict=True))
+        bind_sparse_constants(g, op.inner_non_seqs(inner_in), op.outer_non_seqs(node.inputs))
         translate_graph(g, op.fgraph.toposort(), values, outputs=inner_out)
 
         def result(var):

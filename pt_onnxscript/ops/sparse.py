@@ -7,36 +7,42 @@ three constants; a product gathers the dense operand at the entries' columns (ro
 multiplies by d and adds each term into its output row (column) by ScatterElements, in the
 storage order: SciPy's csr/csc matvec adds the same products in that order from 0, so the
 results are SciPy's to the bit; a sum adds each d_k into the dense matrix at (r_k, c_k) in
-that order, as SciPy's csr_todense does. Sparse values computed in the graph (or fed to it) have no
-ONNX form: they are refused (`types.check_not_sparse`, `sparse_constants_check`).
+that order, as SciPy's csr_todense does. A Scan's or OpFromGraph's inner graph reads the
+sparse constants its inputs stand for (translate.bind_sparse_constants). Sparse values computed
+in the graph (or fed to it) have no ONNX form: they are refused (`types.check_not_sparse`,
+`_constant_operands`).
 
 Loaded when the first pytensor.sparse Op is met (registry._library_translations).
 """
 
 import numpy as np
-from pytensor.graph.basic import Constant
 from pytensor.sparse.math import AddSD, Dot, StructuredDot
 
+from pt_onnxscript.errors import UnsupportedOpError
 from pt_onnxscript.ops.common import constant, ints, raise_if
-from pt_onnxscript.registry import register, register_check
+from pt_onnxscript.registry import register
+from pt_onnxscript.translate import sparse_constant
 from pt_onnxscript.types import is_sparse, onnx_dtype
 
 
-@register_check(AddSD, Dot, StructuredDot)
-def sparse_constants_check(node):
-    """Only a sparse operand known at export (a constant) with a dense one translates
-    (PyTensor folds a product of two constants)."""
-    sparse = [var for var in node.inputs if is_sparse(var)]
-    for var in sparse:
-        if not isinstance(var, Constant):
-            return (
-                f"its sparse operand {var} is not a constant: only sparse matrices known at "
-                "export translate (their entries become constants); make it one, or use a "
-                "dense matrix (pytensor.sparse.dense_from_sparse)"
-            )
+def _constant_operands(g, node):
+    """`node`'s sparse operand as a SciPy matrix (its constant's, or the one the inner
+    graph's input stands for) and the position of the dense one; UnsupportedOpError when
+    the sparse value is not known at export, or both operands are sparse."""
+    sparse = [i for i, var in enumerate(node.inputs) if is_sparse(var)]
     if len(sparse) > 1:
-        return "both operands are sparse: make one dense (pytensor.sparse.dense_from_sparse)"
-    return None
+        raise UnsupportedOpError(
+            f"{node}: both operands are sparse; make one dense (pytensor.sparse.dense_from_sparse)"
+        )
+    (i,) = sparse
+    constant_var = sparse_constant(g, node.inputs[i])
+    if constant_var is None:
+        raise UnsupportedOpError(
+            f"{node}: its sparse operand {node.inputs[i]} is not known at export: only sparse "
+            "matrices known at export translate (their entries become constants); make it "
+            "one, or use a dense matrix (pytensor.sparse.dense_from_sparse)"
+        )
+    return constant_var.data, 1 - i
 
 
 def _entries(g, matrix, dtype: str):
@@ -93,26 +99,33 @@ def _dense_times_sparse(g, dense, matrix, ndim: int, dtype: str):
     return g.ScatterElements(zeros, index, products, axis=1, reduction="add")
 
 
-@register(Dot, StructuredDot)
-def sparse_dot(g, node, x, y):
-    """Dot / StructuredDot of a sparse constant and a dense tensor, in either order
-    (`sparse_constants_check`)."""
-    a, b = node.inputs
+def _dense_operand(g, node, values, i: int):
+    """Operand `i` of `node` (its ONNX value among `values`) in the output's dtype."""
     dtype = node.outputs[0].type.dtype
-    if is_sparse(a):
-        dense = y if b.type.dtype == dtype else g.Cast(y, to=onnx_dtype(dtype))
-        return _sparse_times_dense(g, a.data, dense, b.type.ndim, dtype)
-    dense = x if a.type.dtype == dtype else g.Cast(x, to=onnx_dtype(dtype))
-    return _dense_times_sparse(g, dense, b.data, a.type.ndim, dtype)
+    value = values[i]
+    return value if node.inputs[i].type.dtype == dtype else g.Cast(value, to=onnx_dtype(dtype))
+
+
+@register(Dot, StructuredDot)
+def sparse_dot(g, node, *values):
+    """Dot / StructuredDot of a sparse matrix known at export and a dense tensor, in either
+    order."""
+    matrix, i = _constant_operands(g, node)
+    dtype, ndim = node.outputs[0].type.dtype, node.inputs[i].type.ndim
+    dense = _dense_operand(g, node, values, i)
+    if i == 1:
+        return _sparse_times_dense(g, matrix, dense, ndim, dtype)
+    return _dense_times_sparse(g, dense, matrix, ndim, dtype)
 
 
 @register(AddSD)
-def sparse_plus_dense(g, node, _, y):
-    """The sparse constant S plus the dense matrix y of its shape: y[r_k, c_k] += d_k."""
-    a, b = node.inputs
+def sparse_plus_dense(g, node, *values):
+    """The sparse matrix S known at export plus the dense matrix y of its shape:
+    y[r_k, c_k] += d_k."""
+    matrix, i = _constant_operands(g, node)
     dtype = node.outputs[0].type.dtype
-    rows, cols, data, shape = _entries(g, a.data, dtype)
-    dense = y if b.type.dtype == dtype else g.Cast(y, to=onnx_dtype(dtype))
+    rows, cols, data, shape = _entries(g, matrix, dtype)
+    dense = _dense_operand(g, node, values, i)
     wrong = g.Not(g.Equal(g.Shape(dense), ints(g, list(shape))))
     message = f"Incompatible shapes (a sparse {shape} plus a dense matrix of another shape)"
     dense = raise_if(g, wrong, dense, ValueError, message)
