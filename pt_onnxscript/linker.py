@@ -301,9 +301,13 @@ class _Specialised:
 
 def _sparse_bytes(value) -> tuple:
     """A SciPy sparse matrix as what its products read: format, shape and stored entries in
-    storage order, as bytes (a set_value of an equal matrix is the same)."""
-    coo = value.tocoo(copy=False)
-    arrays = (coo.row.astype(np.int64), coo.col.astype(np.int64), coo.data)
+    storage order, as bytes (a set_value of an equal matrix is the same). Checked at every
+    call: a csr or csc matrix's own three arrays, copied as bytes, no conversion."""
+    if value.format in ("csr", "csc", "bsr"):
+        arrays = (value.data, value.indices, value.indptr)
+    else:
+        coo = value.tocoo(copy=False)
+        arrays = (coo.row, coo.col, coo.data)
     return (value.format, value.shape, value.dtype.str, *(a.tobytes() for a in arrays))
 
 
