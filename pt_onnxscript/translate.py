@@ -622,9 +622,11 @@ def fgraph_to_model(
     """
     check_opset(opset)
     baked, fixed_shapes = baked or {}, fixed_shapes or {}
+    # Baked into the graph as constants: inputs that nothing reads are no inputs of the model.
+    unread = {var for var in baked if not fgraph.clients.get(var) and var not in fgraph.outputs}
     for var in list(fgraph.inputs) + list(fgraph.outputs):
-        if var not in baked or fgraph.clients.get(var) or var in fgraph.outputs:
-            check_tensor_variable(var)  # a baked input nothing reads is no input
+        if var not in unread:
+            check_tensor_variable(var)
     nodes = fgraph.toposort()
     rewrite_inner_graphs(nodes)
     for node in nodes:
@@ -650,9 +652,9 @@ def fgraph_to_model(
     g = builder.op
     values: dict[Variable, Value] = {}
     for var, var_name in zip(fgraph.inputs, input_names, strict=True):
+        if var in unread:
+            continue
         if var in baked:
-            if not fgraph.clients.get(var) and var not in fgraph.outputs:
-                continue  # baked into the graph as a constant: nothing reads the input
             tensor = as_ir_tensor(baked[var], io_type(var)[0], var_name)
             values[var] = builder.initializer(tensor, var_name, qualify=False)
         else:
