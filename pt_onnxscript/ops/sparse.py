@@ -68,19 +68,26 @@ def _checked(g, dense, axis: int, size: int, shapes: str):
     return raise_if(g, wrong, dense, ValueError, f"dimension mismatch ({shapes})")
 
 
+def _products(g, dense, ndim: int, axis: int, gather_at, add_at, data, size: int, dtype: str):
+    """out[..., add_at[k], ...] += dense[..., gather_at[k], ...] d_k along `axis` of `dense`
+    (a vector or a matrix, of `ndim` dims), the k in storage order; out has `size` entries
+    along `axis`."""
+    others = ints(g, [d for d in range(ndim) if d != axis])
+    terms = g.Gather(dense, gather_at, axis=axis)  # nnz along `axis`
+    products = g.Mul(terms, g.Unsqueeze(data, others) if ndim > 1 else data)
+    index = g.Expand(g.Unsqueeze(add_at, others), g.Shape(products)) if ndim > 1 else add_at
+    shape = g.Concat(
+        g.Shape(dense, end=axis), ints(g, [size]), g.Shape(dense, start=axis + 1), axis=0
+    )
+    zeros = g.Expand(constant(g, 0, dtype), shape)
+    return g.ScatterElements(zeros, index, products, axis=axis, reduction="add")
+
+
 def _sparse_times_dense(g, matrix, dense, ndim: int, dtype: str):
     """S @ y for the sparse constant S (m, n) and y (n,) or (n, p): out[r_k] += d_k y[c_k]."""
     rows, cols, data, (m, n) = _entries(g, matrix, dtype)
     dense = _checked(g, dense, 0, n, f"a sparse ({m}, {n}) times a dense operand")
-    terms = g.Gather(dense, cols, axis=0)  # (nnz,) or (nnz, p)
-    if ndim == 1:
-        zeros = g.Expand(constant(g, 0, dtype), ints(g, [m]))
-        return g.ScatterElements(zeros, rows, g.Mul(terms, data), axis=0, reduction="add")
-    shape = g.Concat(ints(g, [m]), g.Shape(dense, start=1), axis=0)
-    zeros = g.Expand(constant(g, 0, dtype), shape)
-    products = g.Mul(terms, g.Unsqueeze(data, ints(g, [1])))
-    index = g.Expand(g.Unsqueeze(rows, ints(g, [1])), g.Shape(products))
-    return g.ScatterElements(zeros, index, products, axis=0, reduction="add")
+    return _products(g, dense, ndim, 0, cols, rows, data, m, dtype)
 
 
 def _dense_times_sparse(g, dense, matrix, ndim: int, dtype: str):
@@ -88,15 +95,7 @@ def _dense_times_sparse(g, dense, matrix, ndim: int, dtype: str):
     d_k (SciPy computes it as (S^T x^T)^T, S^T's matvec over the same stored entries)."""
     rows, cols, data, (m, n) = _entries(g, matrix, dtype)
     dense = _checked(g, dense, -1, m, f"a dense operand times a sparse ({m}, {n})")
-    terms = g.Gather(dense, rows, axis=ndim - 1)  # (nnz,) or (q, nnz)
-    products = g.Mul(terms, data)
-    if ndim == 1:
-        zeros = g.Expand(constant(g, 0, dtype), ints(g, [n]))
-        return g.ScatterElements(zeros, cols, products, axis=0, reduction="add")
-    shape = g.Concat(g.Shape(dense, end=1), ints(g, [n]), axis=0)
-    zeros = g.Expand(constant(g, 0, dtype), shape)
-    index = g.Expand(cols, g.Shape(products))
-    return g.ScatterElements(zeros, index, products, axis=1, reduction="add")
+    return _products(g, dense, ndim, ndim - 1, rows, cols, data, n, dtype)
 
 
 def _dense_operand(g, node, values, i: int):
