@@ -625,6 +625,33 @@ def test_permutations_are_uniform():
     assert st.chisquare(list(counts.values())).pvalue > P_MIN
 
 
+@pytest.mark.parametrize(
+    "shape, size",
+    [((4, 3), None), ((3, 2, 2), None), ((0, 3), None), ((3, 2), (2,)), ((2, 3, 2), None)],
+)
+def test_permutation_of_an_array_permutes_its_first_core_axis_whole(shape, size):
+    # NumPy's rng.permutation (PyTensor's rng_fn) shuffles the rows of a matrix, each row
+    # whole; with `size`, each draw is a permutation of all of x's rows.
+    x = np.arange(np.prod(shape)).reshape(shape)
+    rng = pytensor.shared(np.random.default_rng(1))
+    perm = R.permutation(x, size=size, rng=rng)
+    f = pytensor.function([], perm, updates={rng: perm.owner.outputs[0]}, mode="ONNX")
+    reference = pytensor.function([], R.permutation(x, size=size, rng=rng), mode=PY_MODE)
+    assert f().shape == reference().shape
+    width = int(np.prod(shape[1:]))
+    rows = sorted(map(tuple, x.reshape(shape[0], width).tolist()))
+    orders = collections.Counter()
+    for _ in range(300):
+        value = f().reshape(*(size or (1,)), *shape)
+        for draw in value:
+            draw_rows = draw.reshape(shape[0], width)
+            assert sorted(map(tuple, draw_rows.tolist())) == rows
+            orders[tuple(draw_rows[:, 0].tolist())] += 1
+    if shape[0] > 1:  # every order of the rows, equally often
+        assert len(orders) == np.prod(range(1, shape[0] + 1))
+        assert st.chisquare(list(orders.values())).pvalue > P_MIN
+
+
 def test_choice_without_replacement_matches_numpys_law():
     rng = pytensor.shared(np.random.default_rng(2))
     p = np.array([0.1, 0.2, 0.0, 0.3, 0.4])

@@ -1263,21 +1263,32 @@ def choice_without_replacement(g, node, rng, size, a, *rest):
 
 @register(ptr.PermutationRV)
 def permutation(g, node, rng, size, x):
-    """x (or arange(x) for an integer x) in the order of uniform keys, one per element."""
-    scalar = node.op.ndims_params[0] == 0
-    if scalar:
+    """arange(x) for an integer x, else x's first core axis (its rows, for a matrix), in the
+    order of uniform keys, one per position."""
+    core = node.op.ndims_params[0]
+    if core == 0:
         count = g.Cast(g.Reshape(x, ints(g, [1])), to=ir.DataType.INT64)
         shape = _support_shape(g, node, size, lambda: ints(g, np.zeros(0, np.int64)), count)
+        keys_shape = shape
     else:
-        shape = _support_shape(g, node, size, lambda: g.Shape(x, end=-1), g.Shape(x, start=-1))
-    s = Stream(g, rng, shape)
+        at = node.inputs[2].type.ndim - core  # x's first core axis
+        shape = _support_shape(g, node, size, lambda: g.Shape(x, end=at), g.Shape(x, start=at))
+        # The keys: one per position of the permuted axis, for each batch entry.
+        batch = node.outputs[1].type.ndim - core
+        static = node.outputs[1].type.shape[: batch + 1]
+        if None in static:
+            keys_shape = g.Slice(shape, ints(g, [0]), ints(g, [batch + 1]))
+        else:
+            keys_shape = ints(g, np.array(static, dtype=np.int64))
+    s = Stream(g, rng, keys_shape)
     keys = s.uniform(g, 0)
     _, order = g.TopK(keys, g.Shape(keys, start=-1), axis=-1, largest=1, sorted=1, _outputs=2)
-    if scalar:
+    if core == 0:
         draws = order
+        dtype = node.outputs[1].type.dtype
+        if dtype != "int64":
+            draws = g.Cast(draws, to=onnx_dtype(dtype))
     else:
-        draws = g.GatherElements(g.Expand(x, shape), order, axis=-1)
-    dtype = node.outputs[1].type.dtype
-    if scalar and dtype != "int64":
-        draws = g.Cast(draws, to=onnx_dtype(dtype))
+        positions = g.Unsqueeze(order, ints(g, [-1]))
+        draws = g.GatherND(g.Expand(x, shape), positions, batch_dims=batch)
     return s.next_state, draws
