@@ -21,6 +21,7 @@ from pt_onnxscript.errors import (
     IndexOutOfBoundsError,
     TranslationError,
     UnsupportedOpError,
+    UnsupportedTypeError,
     __version__,
 )
 from pt_onnxscript.linker import ONNXLinker, newest_opset, onnx_mode
@@ -69,6 +70,7 @@ __all__ = [
     "TensorSpec",
     "TranslationError",
     "UnsupportedOpError",
+    "UnsupportedTypeError",
     "__version__",
     "export_onnx",
     "inline",

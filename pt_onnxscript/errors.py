@@ -12,6 +12,12 @@ class UnsupportedOpError(NotImplementedError):
     """Raised, before anything is built, when a graph has Ops without an ONNX translation."""
 
 
+class UnsupportedTypeError(UnsupportedOpError, TypeError):
+    """An UnsupportedOpError whose list includes variables of a type or dtype ONNX export
+    does not take (sparse values not known at export, typed lists, slices, complex dtypes):
+    also a TypeError, as PyTensor raises for a variable of the wrong type."""
+
+
 class TranslationError(RuntimeError):
     """Raised when a registered translation fails on a node."""
 
@@ -26,3 +32,4 @@ class ExecutionError(RuntimeError, ValueError):
 class IndexOutOfBoundsError(ExecutionError, IndexError):
     """An ExecutionError where ONNX Runtime met an index out of bounds (a Gather or Scatter
     of an indexing node): also an IndexError, as PyTensor's own modes raise one."""
+

@@ -197,9 +197,10 @@ class _Runner:
         self.outputs = [storage_map[var] for var in fgraph.outputs]
         self.updated = set(getattr(fgraph, "update_mapping", {}).values())
         self.states = [i for i, var in enumerate(fgraph.outputs) if is_random_state(var)]
-        self.ranks = [len(io_type(var)[1]) for var in fgraph.outputs]
         self.respecialised = 0
+        # First: it refuses what cannot be translated (outputs of other types among it).
         self.current = linker._specialise(fgraph, self.updated, self.inputs)
+        self.ranks = [len(io_type(var)[1]) for var in fgraph.outputs]
 
     @property
     def model(self) -> ir.Model:

@@ -21,7 +21,12 @@ from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
 
-from pt_onnxscript.errors import TranslationError, UnsupportedOpError, __version__
+from pt_onnxscript.errors import (
+    TranslationError,
+    UnsupportedOpError,
+    UnsupportedTypeError,
+    __version__,
+)
 from pt_onnxscript.inference import InferenceCache
 from pt_onnxscript.inference import key as inference_key
 from pt_onnxscript.naming import canonical_results, drop_onnxscript_notes, names_by_position
@@ -39,13 +44,13 @@ from pt_onnxscript.scripted import inline_functions
 from pt_onnxscript.types import (
     Dim,
     as_ir_tensor,
-    check_not_sparse,
-    check_tensor_variable,
     io_type,
     is_sparse,
     is_xtensor,
     onnx_dtype,
+    sparse_problem,
     value_shape,
+    variable_problem,
 )
 from pt_onnxscript.walk import all_nodes
 
@@ -261,22 +266,32 @@ _HINTS = {
 }
 
 
-def check_supported(nodes: Sequence[Apply], scalar: bool = False) -> None:
-    """Raise one UnsupportedOpError listing every Op of `nodes` that has no translation."""
+def check_supported(nodes: Sequence[Apply], scalar: bool = False, variables=()) -> None:
+    """Raise one UnsupportedOpError listing every Op of `nodes` that has no translation,
+    after what is wrong with `variables` (`types.variable_problem`'s answers, None where
+    nothing is): then it is an UnsupportedTypeError, also a TypeError."""
     seen: dict[Apply, list] = {}
     missing = [m for node in nodes for m in _missing(node, scalar, seen)]
-    if not missing:
+    problems = list(dict.fromkeys(p for p in variables if p))
+    if not missing and not problems:
         return
     counts = Counter(name for name, _ in missing)
     examples = {}
     for name, node in missing:
         examples.setdefault(name, node)
-    lines = [
+    lines = [f"  - {problem}" for problem in problems] + [
         f"  - {name} ({counts[name]} node{'s' if counts[name] > 1 else ''}), e.g. {examples[name]}"
         for name in counts
     ]
-    raise UnsupportedOpError(
-        "The graph has Ops without an ONNX translation, or nodes they cannot translate:\n"
+    error = UnsupportedTypeError if problems else UnsupportedOpError
+    what = {
+        (False, True): "Ops without an ONNX translation, or nodes they cannot translate",
+        (True, False): "variables ONNX export cannot take",
+        (True, True): "variables ONNX export cannot take, and Ops without an ONNX "
+        "translation or nodes they cannot translate",
+    }[bool(problems), bool(missing)]
+    raise error(
+        f"The graph has {what}:\n"
         + "\n".join(lines)
         + "\nRewrite the graph to avoid them, or register a translation with "
         "pt_onnxscript.register (see the README)."
@@ -624,15 +639,17 @@ def fgraph_to_model(
     baked, fixed_shapes = baked or {}, fixed_shapes or {}
     # Baked into the graph as constants: inputs that nothing reads are no inputs of the model.
     unread = {var for var in baked if not fgraph.clients.get(var) and var not in fgraph.outputs}
-    for var in list(fgraph.inputs) + list(fgraph.outputs):
-        if var not in unread:
-            check_tensor_variable(var)
     nodes = fgraph.toposort()
     rewrite_inner_graphs(nodes)
-    for node in nodes:
-        for var in node.outputs:
-            check_not_sparse(var)
-    check_supported(nodes)
+    # Everything that cannot be translated, in one error: the graph's inputs and outputs of
+    # other types, sparse values computed in it, Ops without a translation.
+    variables = [
+        variable_problem(var)
+        for var in list(fgraph.inputs) + list(fgraph.outputs)
+        if var not in unread
+    ]
+    variables += [sparse_problem(var) for node in nodes for var in node.outputs]
+    check_supported(nodes, variables=variables)
     dims = dict(dims or {})
 
     taken: set[str] = set()
@@ -676,6 +693,14 @@ def fgraph_to_model(
     outputs = [(var, value_of(g, values, var)) for var in fgraph.outputs]
     outputs += [(node.inputs[0], value) for node, value in printed]
     output_names = [*output_names, *(f"print_{i}" for i in range(len(printed)))]
+    # An output PyTensor folded to a constant can share its name with the constant's
+    # initializer (``pt.var`` of one value is the constant 0 named "var"): the initializer,
+    # whose name is the package's own, gives way. Baked inputs keep their names.
+    constants = {value.name: value for value in builder.pytensor_constants.values()}
+    for out_name in output_names:
+        if out_name in constants:
+            constants[out_name].name = _unique(f"const_{out_name}", set(graph.initializers))
+    taken |= set(graph.initializers)
     used: set[int] = set()
     for (var, value), out_name in zip(outputs, output_names, strict=True):
         if value.producer() is None or id(value) in used:

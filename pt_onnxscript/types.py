@@ -39,15 +39,17 @@ def onnx_dtype(dtype: str) -> ir.DataType:
         ) from None
 
 
-def check_not_sparse(var: Variable) -> None:
-    """Raise a TypeError naming `var` if it is sparse (a subclass of the dense tensor type)."""
-    if is_sparse(var):
-        raise TypeError(
-            f"Variable {var} of type {var.type} is sparse: ONNX has no sparse tensors. A "
-            "sparse matrix known at export (a SciPy matrix in the graph, as PyMC's CAR takes "
-            "its W, or a shared one) translates where a product makes it dense; others must "
-            "be made dense (pytensor.sparse.dense_from_sparse, .toarray())."
-        )
+def sparse_problem(var: Variable) -> str | None:
+    """Why `var` cannot be translated if it is sparse (a subclass of the dense tensor type),
+    else None."""
+    if not is_sparse(var):
+        return None
+    return (
+        f"Variable {var} of type {var.type} is sparse: ONNX has no sparse tensors. A "
+        "sparse matrix known at export (a SciPy matrix in the graph, as PyMC's CAR takes "
+        "its W, or a shared one) translates where a product makes it dense; others must "
+        "be made dense (pytensor.sparse.dense_from_sparse, .toarray())."
+    )
 
 
 def is_xtensor(var: Variable) -> bool:
@@ -73,23 +75,26 @@ def io_type(var: Variable) -> tuple[str, tuple[int | None, ...]]:
     return var.type.dtype, var.type.shape
 
 
-def check_tensor_variable(var: Variable) -> None:
-    """Raise a TypeError naming `var` unless it is a dense tensor of a supported dtype or a
-    random generator."""
+def variable_problem(var: Variable) -> str | None:
+    """Why graph input or output `var` cannot be translated, naming it, or None when it is a
+    dense tensor of a supported dtype or a random generator."""
     if is_random_state(var):
-        return
-    check_not_sparse(var)
+        return None
+    sparse = sparse_problem(var)
+    if sparse:
+        return sparse
     if not isinstance(var.type, TensorType) and not is_xtensor(var):
-        raise TypeError(
+        return (
             f"Variable {var} of type {var.type} is not a tensor: ONNX export supports "
             "tensor and xtensor variables and random generators only (slices, sparse and "
             "typed-list variables have no ONNX counterpart)."
         )
     if var.type.dtype not in DTYPES:
-        raise TypeError(
+        return (
             f"Variable {var} has dtype {var.type.dtype}, which ONNX export does not "
             f"support (supported: {', '.join(DTYPES)})."
         )
+    return None
 
 
 def value_shape(var: Variable, dims: Sequence[Dim] | None, name: str) -> list[Dim]:

@@ -15,11 +15,12 @@ from test_scan import user_scan
 from pt_onnxscript import (
     DEFAULT_OPSET,
     UnsupportedOpError,
+    UnsupportedTypeError,
     export_onnx,
     newest_opset,
     onnx_export,
 )
-from pt_onnxscript.testing import assert_same
+from pt_onnxscript.testing import assert_same, compare_onnx_and_py
 
 
 def run(path_or_model, **feeds):
@@ -725,6 +726,57 @@ def test_sparse_and_non_tensor_variables_are_type_errors_naming_them():
     items = TypedListType(pt.dvector)("my_list")
     with pytest.raises(TypeError, match="my_list.*not a tensor"):
         export_onnx(([items], [items[0] * 2]))
+
+
+def test_every_problem_is_listed_in_one_error_whatever_finds_it():
+    """A sparse input, a typed-list output and an Op without a translation: one
+    UnsupportedOpError (also a TypeError, for the variables) that lists all three, from
+    export_onnx and mode "ONNX" alike (a typed-list output crashed mode "ONNX" with an
+    AttributeError before it)."""
+    import pytensor.sparse as ps_sparse
+    from pytensor.typed_list import make_list
+
+    s = ps_sparse.csr_matrix("s", dtype="float64")
+    x = pt.dmatrix("x")
+    outputs = [ps_sparse.dense_from_sparse(s).sum() + pt.linalg.eig(x)[0].real.sum()]
+    for build in [
+        lambda: export_onnx(([s, x], outputs)),
+        lambda: pytensor.function([s, x], outputs, mode="ONNX"),
+    ]:
+        with pytest.raises(UnsupportedTypeError) as raised:
+            build()
+        message = str(raised.value)
+        assert isinstance(raised.value, UnsupportedOpError | TypeError)
+        assert "s" in message and "is sparse" in message
+        assert "Eig (complex eigenvalues" in message and "DenseFromSparse" in message
+    v = pt.dvector("v")
+    for build in [
+        lambda: export_onnx(([v], [make_list([v, v])])),
+        lambda: pytensor.function([v], make_list([v, v]), mode="ONNX"),
+    ]:
+        with pytest.raises(UnsupportedTypeError, match=r"MakeList.0 .*not a tensor(.|\n)*MakeList"):
+            build()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: (v := pt.vector("v", shape=(1,)), pt.var(v)),
+        lambda: (v := pt.vector("v", shape=(1,)), pt.std(v)),
+        lambda: (m := pt.lmatrix("m"), pt.mean(pt.isinf(m))),
+        lambda: (x := pt.matrix("x"), pt.mean(pt.zeros_like(x))),
+    ],
+    ids=["var", "std", "mean_isinf", "mean_zeros_like"],
+)
+def test_outputs_pytensor_folds_to_a_named_constant_export(make):
+    # PyTensor folds each to a constant named like the output ("var", "mean"): its
+    # initializer and the output shared the name ("Initializer 'var' is already registered").
+    x, out = make()
+    value = np.ones((1,) * x.type.ndim, dtype=x.type.dtype)
+    compare_onnx_and_py([x], out, [value])
+    model = export_onnx(([x], [out]))
+    onnx.checker.check_model(model, full_check=True)
+    assert [o.name for o in model.graph.output] == [out.name]
 
 
 def test_small_model_forced_to_external_data(tmp_path):

@@ -9,7 +9,7 @@ storage order: SciPy's csr/csc matvec adds the same products in that order from 
 results are SciPy's to the bit; a sum adds each d_k into the dense matrix at (r_k, c_k) in
 that order, as SciPy's csr_todense does. A Scan's or OpFromGraph's inner graph reads the
 sparse constants its inputs stand for (translate.bind_sparse_constants). Sparse values computed
-in the graph (or fed to it) have no ONNX form: they are refused (`types.check_not_sparse`,
+in the graph (or fed to it) have no ONNX form: they are refused (`types.sparse_problem`,
 `_constant_operands`).
 
 Loaded when the first pytensor.sparse Op is met (registry._library_translations).
