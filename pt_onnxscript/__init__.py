@@ -17,6 +17,7 @@ from pytensor.compile.mode import (
 
 from pt_onnxscript import rewrites  # noqa: F401  (registers the rewrites of tag "onnx")
 from pt_onnxscript.errors import (
+    BatchSizeError,
     ExecutionError,
     IndexOutOfBoundsError,
     TranslationError,
@@ -63,6 +64,7 @@ def __dir__():
 
 __all__ = [
     "DEFAULT_OPSET",
+    "BatchSizeError",
     "ExecutionError",
     "IndexOutOfBoundsError",
     "ONNXFunction",

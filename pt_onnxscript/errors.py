@@ -33,3 +33,8 @@ class IndexOutOfBoundsError(ExecutionError, IndexError):
     """An ExecutionError where ONNX Runtime met an index out of bounds (a Gather or Scatter
     of an indexing node): also an IndexError, as PyTensor's own modes raise one."""
 
+
+class BatchSizeError(TypeError, ValueError):
+    """Raised where the batch sizes (first dims) of BatchedDot's inputs differ: PyTensor's
+    BatchedDot raises a TypeError, the Blockwise Dot that ``pt.batched_dot`` builds (which
+    PyTensor's rewrites make a BatchedDot) a ValueError; this is both."""

@@ -163,6 +163,31 @@ def compare_onnx_and_py(
     return onnx_fn, first[0] if single else first
 
 
+def compare_errors_onnx_and_py(graph_inputs: Sequence, graph_outputs, test_inputs: Sequence):
+    """Run the graph on `test_inputs` in mode "ONNX" and with PyTensor's Python linker:
+    both must raise, ours an instance of the exception class PyTensor's is (a subclass of
+    it may say more). Returns (ours, PyTensor's) for their messages to be checked."""
+    outputs = graph_outputs if isinstance(graph_outputs, list | tuple) else [graph_outputs]
+    functions = [
+        pytensor.function(graph_inputs, outputs, mode=mode, on_unused_input="ignore")
+        for mode in (onnx_mode(), PY_MODE)
+    ]
+    raised = []
+    for fn, call in zip(functions, [lambda f, *a: f(*a), py_reference], strict=True):
+        try:
+            call(fn, *[np.copy(x) for x in test_inputs])
+        except Exception as err:  # noqa: BLE001  (what is compared)
+            raised.append(err)
+        else:
+            raise AssertionError(f"{fn.maker.mode} did not raise for {test_inputs}")
+    ours, theirs = raised
+    assert isinstance(ours, type(theirs)), (
+        f'mode "ONNX" raised {type(ours).__name__}({ours}), PyTensor '
+        f"{type(theirs).__name__}({theirs})"
+    )
+    return ours, theirs
+
+
 def _all_nodes(graph):
     for node in graph.node:
         yield node

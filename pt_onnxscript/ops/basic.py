@@ -30,6 +30,7 @@ from pt_onnxscript.ops.common import (
     known_size,
     out_dtype,
     pad_zeros,
+    raise_first,
     raise_if,
     same_input_dim,
     where,
@@ -59,10 +60,11 @@ def alloc(g, node, value, *shape):
 
 
 def _checked_alloc(g, node, result, value, target):
-    """`result`, raising PyTensor's ValueError where a dim of the value not declared
+    """`result`, raising PyTensor's ValueErrors where a dim of the value not declared
     broadcastable differs from the shape's: ONNX's Expand broadcasts both ways (a (3,) value
     to a (2, 1) shape gave (2, 3)), and Alloc refuses to broadcast a length-1 dim at run time
-    that its type does not say is broadcastable."""
+    that its type does not say is broadcastable (its own message), or a dim that differs
+    otherwise (NumPy's assignment's)."""
     value_shape = node.inputs[0].type.shape
     rank, length = len(value_shape), len(node.inputs) - 1
     sizes = node.inputs[1 + length - rank :]
@@ -76,11 +78,17 @@ def _checked_alloc(g, node, result, value, target):
     at = constant(g, kept, "int64")
     dims = g.Gather(g.Shape(value), at, axis=0)
     wanted = g.Gather(target, constant(g, [length - rank + i for i in kept], "int64"), axis=0)
-    message = (
-        f"{node.op}: the value's shape does not match the shape given in a dim not declared "
-        "broadcastable (use `specify_broadcastable` on the value if broadcasting was intended)"
+    differ = g.Not(g.Equal(dims, wanted))
+    one = g.Equal(dims, constant(g, 1, "int64"))
+    mismatch = (
+        f"{node.op}: could not broadcast the value into the shape given (a dim of the value "
+        "is neither 1 nor the shape's)"
     )
-    return raise_if(g, g.Not(g.Equal(dims, wanted)), result, ValueError, message)
+    checks = [
+        (g.And(differ, one), ValueError, Alloc._runtime_broadcast_error_msg),
+        (g.And(differ, g.Not(one)), ValueError, mismatch),
+    ]
+    return raise_first(g, result, checks)
 
 
 def _dim_of(size, var, axis: int) -> bool:
@@ -171,29 +179,27 @@ def _other_dims_checked(g, node, values, at: int):
 
 @register(Split)
 def split(g, node, x, axis, splits):
-    """Split -> Split with the sizes as input, raising PyTensor's error when they are not
-    n_splits, are negative or do not add up to the length of the axis."""
+    """Split -> Split with the sizes as input, raising PyTensor's errors, in its order, when
+    they are not n_splits, do not add up to the length of the axis or are negative."""
     at = _static_axis(node, node.inputs[1], node.inputs[0].type.ndim)
     sizes = g.Cast(splits, to=ir.DataType.INT64) if node.inputs[2].type.dtype != "int64" else splits
     length = g.Shape(x, start=at, end=at + 1)
-    zero = constant(g, 0, "int64")
-    failed = [
-        g.Not(g.Equal(g.ReduceSum(sizes, keepdims=1), length)),
-        g.Less(g.ReduceMin(g.Concat(sizes, constant(g, [0], "int64"), axis=0), keepdims=0), zero),
-    ]
     count = node.op.len_splits
+    checks = []
     if node.inputs[2].type.shape[0] != count:
-        failed.append(g.Not(g.Equal(g.Shape(sizes), constant(g, [count], "int64"))))
-    x = raise_if(
-        g,
-        failed,
-        x,
-        ValueError,
-        f"{node.op}: the split sizes are not {count}, are negative or do not add up to the "
-        f"length of axis {at}",
-    )
-    outputs = g.Split(x, sizes, axis=at, _outputs=len(node.outputs))
-    return outputs
+        wrong_count = g.Not(g.Equal(g.Shape(sizes), constant(g, [count], "int64")))
+        checks.append((wrong_count, ValueError, "Length of splits is not equal to n_splits"))
+    smallest = g.ReduceMin(g.Concat(sizes, constant(g, [0], "int64"), axis=0), keepdims=0)
+    checks += [
+        (
+            g.Not(g.Equal(g.ReduceSum(sizes, keepdims=1), length)),
+            ValueError,
+            f"Split sizes do not sum to the length of axis {at}",
+        ),
+        (g.Less(smallest, constant(g, 0, "int64")), ValueError, "Split sizes cannot be negative"),
+    ]
+    x = raise_first(g, x, checks)
+    return g.Split(x, sizes, axis=at, _outputs=len(node.outputs))
 
 
 @register(ARange)

@@ -4,6 +4,7 @@ import numpy as np
 from pytensor.graph.basic import Constant
 from pytensor.tensor.blas import BatchedDot, Dot22, Dot22Scalar, Gemm, Gemv, Ger
 
+from pt_onnxscript.errors import BatchSizeError
 from pt_onnxscript.ops.common import cast_inputs_to_output, raise_if
 from pt_onnxscript.ops.math import matmul
 from pt_onnxscript.registry import register
@@ -47,14 +48,15 @@ def dot22(g, node, x, y):
 
 @register(BatchedDot)
 def batched_dot(g, node, x, y):
-    """BatchedDot -> MatMul, raising PyTensor's error where the batch sizes differ (MatMul
-    would broadcast a batch of one)."""
+    """BatchedDot -> MatMul, raising where the batch sizes differ (MatMul would broadcast a
+    batch of one) a BatchSizeError: PyTensor's TypeError, and the ValueError of the Blockwise
+    Dot it may have been."""
     sizes = [var.type.shape[0] for var in node.inputs]
     if None not in sizes:
         return matmul(g, node, x, y)
     differ = g.Not(g.Equal(g.Shape(x, start=0, end=1), g.Shape(y, start=0, end=1)))
-    message = f"{node.op}: the inputs' batch sizes (first dims) differ"
-    return raise_if(g, differ, matmul(g, node, x, y), ValueError, message)
+    message = f"{node.op}: the inputs must have the same size in axis 0"
+    return raise_if(g, differ, matmul(g, node, x, y), BatchSizeError, message)
 
 
 @register(Dot22Scalar)

@@ -188,6 +188,19 @@ def raise_if(g, failed, value, exc_type: type[Exception], message: str):
     return g.Expand(value, failure_guard(g, failed, exc_type, message))
 
 
+def raise_first(g, value, checks):
+    """`value`, made to raise as the first failing of `checks`, (failed, exc_type, message)
+    triples in the order PyTensor checks them: each check reads its flags through the guard
+    of the one before, so ONNX Runtime evaluates them in that order."""
+    guard = None
+    for failed, exc_type, message in checks:
+        flags = list(failed) if isinstance(failed, list | tuple) else [failed]
+        if guard is not None:
+            flags = [g.Expand(flag, guard) for flag in flags]
+        guard = failure_guard(g, flags, exc_type, message)
+    return value if guard is None else g.Expand(value, guard)
+
+
 RUNTIME_BROADCAST = (
     "Runtime broadcasting not allowed: an input has length 1 in a dimension it was not "
     "declared broadcastable in. If broadcasting was intended, use `specify_broadcastable` "
