@@ -67,6 +67,27 @@ def test_dot(shapes, dtypes, rng, opset):
     compare_onnx_and_py([x, y], [pt.dot(x, y), x @ y], [xv, yv], opset=opset)
 
 
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        ((3,), (3,)),
+        ((2, 3), (3,)),
+        ((3,), (3, 4)),
+        ((2, 3), (3, 4)),
+        ((0, 3), (3, 2)),
+        ((2, 0), (0, 3)),
+    ],
+)
+def test_dot_of_booleans_is_numpys(shapes, rng):
+    # True where any pair of terms is true (NumPy's boolean dot); it was refused.
+    x = pt.tensor("x", dtype="bool", shape=(None,) * len(shapes[0]))
+    y = pt.tensor("y", dtype="bool", shape=(None,) * len(shapes[1]))
+    values = [rng.random(shape) < 0.3 for shape in shapes]
+    compare_onnx_and_py([x, y], [pt.dot(x, y), x @ y], values)
+    sparse = [np.zeros(shape, bool) for shape in shapes]
+    compare_onnx_and_py([x, y], [pt.dot(x, y), x @ y], sparse)
+
+
 PY_LINKER = pytensor.compile.mode.Mode(linker="py", optimizer=None)
 
 

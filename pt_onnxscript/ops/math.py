@@ -9,6 +9,7 @@ from pytensor.tensor.math import Argmax, Dot, MulWithoutZeros, ProdWithoutZeros
 
 from pt_onnxscript.ops.common import (
     any_last,
+    constant,
     ints,
     loop,
     ordered_int64,
@@ -209,16 +210,6 @@ def _modular(dtype: str) -> str:
     return "int64"
 
 
-@register_check(Dot)
-def dot_dtype(node):
-    dtype = node.outputs[0].type.dtype
-    if dtype == "bool":
-        return (
-            f"Dot of {dtype} has no exact ONNX translation (cast the operands to an integer type)"
-        )
-    return None
-
-
 def unfused(node) -> list | None:
     """The nodes that PyTensor's local_careduce_fusion (a rewrite for its C backend, in
     2.38's default mode) fused into CAReduce `node`: its scalar op a Composite([acc, x],
@@ -269,8 +260,14 @@ def reduction_kind(node):
 
 
 def matmul(g, node, x, y):
-    """MatMul of x and y in the node's output dtype (via a wider int type where ORT needs it)."""
+    """MatMul of x and y in the node's output dtype (via a wider int type where ORT needs it);
+    of booleans, NumPy's: whether any x[i, k] and y[k, j] are both true."""
     dtype = node.outputs[0].type.dtype
+    if dtype == "bool":
+        # A count of the true pairs in float32 (ONNX has no boolean MatMul): a sum of 0s and
+        # 1s is 0 only when every term is, however it rounds.
+        x, y = (g.Cast(v, to=ir.DataType.FLOAT) for v in (x, y))
+        return g.Greater(g.MatMul(x, y), constant(g, 0.0, "float32"))
     compute = _modular(dtype)
     x, y = [
         v if var.type.dtype == compute else g.Cast(v, to=onnx_dtype(compute))
