@@ -31,6 +31,7 @@ import copy
 from collections import defaultdict
 
 import numpy as np
+import pytensor.scalar.basic as ps
 import pytensor.scalar.math as scalar_math
 from pytensor.compile import optdb
 from pytensor.graph.basic import Apply, Constant
@@ -55,7 +56,7 @@ from pytensor.tensor.math import sum as pt_sum
 from pytensor.tensor.rewriting.basic import unconditional_constant_folding
 from pytensor.tensor.rewriting.elemwise import is_dimshuffle_useless
 from pytensor.tensor.rewriting.uncanonicalize import local_dimshuffle_subtensor
-from pytensor.tensor.shape import Reshape, Shape_i
+from pytensor.tensor.shape import Reshape, Shape, Shape_i
 from pytensor.tensor.signal.conv import Convolve2d
 from pytensor.tensor.subtensor import Subtensor
 from pytensor.tensor.type import TensorType
@@ -483,6 +484,55 @@ optdb.register("onnx_merge_computed", MergeAfresh(), "onnx", position=2.44)
 optdb.register("onnx_stack_scalar_calls", StackScalarCalls(), "onnx", position=2.5)
 
 
+def is_length(var) -> bool:
+    """Whether `var` is a length PyTensor computes from a shape (Shape_i, an entry of a
+    Shape), hence >= 0."""
+    owner = var.owner
+    if owner is None:
+        return False
+    if isinstance(owner.op, Shape_i):
+        return True
+    return (
+        isinstance(owner.op, Subtensor)
+        and owner.inputs[0].owner is not None
+        and isinstance(owner.inputs[0].owner.op, Shape)
+    )
+
+
+def is_zero(var) -> bool:
+    return isinstance(var, Constant) and var.type.ndim == 0 and var.data == 0
+
+
+@node_rewriter([Elemwise])
+def length_at_least_zero(fgraph, node):
+    """``switch(0 < n, n, 0)`` and ``maximum(n, 0)`` of a length n (>= 0) -> n. PyTensor's
+    shape inference writes them for the leading dim of a vectorized graph (the symbolic
+    number of points of a batched log-density), and then cannot see that two of its dims are
+    one: each of its "Could not broadcast dimensions" Asserts compared n with max(n, 0)
+    (14 in a hierarchical model's batched logp and gradient, ~5 ONNX nodes each)."""
+    scalar_op = node.op.scalar_op
+    if isinstance(scalar_op, ps.ScalarMaximum):
+        a, b = node.inputs
+        n = a if is_zero(b) else b if is_zero(a) else None
+    elif isinstance(scalar_op, ps.Switch):
+        condition, n, other = node.inputs
+        test = condition.owner
+        if not (
+            is_zero(other)
+            and test is not None
+            and isinstance(test.op, Elemwise)
+            and isinstance(test.op.scalar_op, ps.LT)
+            and is_zero(test.inputs[0])
+            and test.inputs[1] is n
+        ):
+            return None
+    else:
+        return None
+    if n is None or not is_length(n) or n.type != node.outputs[0].type:
+        return None
+    return [n]
+
+
 class StabilizingMax(Max):
     """The maximum that the stabilized log-sum-exp subtracts (`onnx_log_sum_exp`): -inf over
     an empty slice, as PyTensor 3's C and Numba backends give every Max there, where NumPy's
@@ -580,6 +630,8 @@ optdb["scan_eqopt2"].register(
     "onnx_folding",
 )
 optdb["canonicalize"].register("onnx_reduce_before_check", reduce_before_check, "onnx")
+optdb["canonicalize"].register("onnx_length_at_least_zero", length_at_least_zero, "onnx")
+optdb["specialize"].register("onnx_length_at_least_zero", length_at_least_zero, "onnx")
 optdb["specialize"].register("onnx_channel_convolution", channel_convolution, "onnx")
 optdb["specialize"].register("onnx_flatten_own_batch", flatten_own_batch, "onnx")
 optdb["specialize"].register("onnx_max_pooling", max_pooling, "onnx")

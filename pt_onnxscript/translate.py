@@ -17,6 +17,7 @@ from pytensor.graph.basic import Apply, Constant, Variable
 from pytensor.graph.fg import FunctionGraph
 from pytensor.ifelse import IfElse
 from pytensor.scalar.basic import ScalarOp, ScalarType
+from pytensor.tensor.basic import constant as pt_constant
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.type import TensorType
@@ -88,6 +89,9 @@ class _Builder(GraphBuilder):
             # whose shapes carry such a name have the same size there (a name the user gave
             # to dims of several inputs only says they should).
             self.input_dim_names: frozenset[str] = frozenset()
+            # PyTensor's shape inference of the main graph (its ShapeFeature's shape_of):
+            # variables whose dim there is one variable have one size (ops.common.same_dim).
+            self.shape_of: Mapping[Variable, tuple] = {}
             # The Prints of the main graph, (node, value), when the model's caller prints them
             # (ops.compile.print_); None when it does not.
             self.prints: list[tuple] | None = None
@@ -218,7 +222,12 @@ def _missing(node: Apply, scalar: bool = False, seen: dict | None = None) -> lis
         hint = next((_HINTS[c.__name__] for c in core.__mro__ if c.__name__ in _HINTS), None)
         return [(f"{name} ({hint})" if hint else name, node)]
     check = check_for(op.core_op if isinstance(op, Blockwise) else op)
-    problem = check(node) if check is not None else None
+    # A core op's check reads a core node: its Op's attributes, its constants.
+    problem = (
+        None
+        if check is None
+        else check(blockwise_core_node(node) if isinstance(op, Blockwise) else node)
+    )
     if problem:
         return [(f"{name}: {problem}", node)]
     if isinstance(op, OpFromGraph) and not translated_as_inner_graph(op):
@@ -230,6 +239,24 @@ def _missing(node: Apply, scalar: bool = False, seen: dict | None = None) -> lis
         for inner in _inner_nodes(op)
         for inner_name, inner_node in _missing(inner, scalar, seen)
     ]
+
+
+def blockwise_core_node(node: Apply) -> Apply:
+    """The core op applied to dummy core inputs, except that a constant the same for the
+    whole batch (its batch dims of length 1) stays that constant, which translations read
+    (a sort's axis: the gradient of inv sorts LU pivots by a Blockwise ArgSort whose axis is
+    the constant [[-1]])."""
+    batch_ndim = node.op.batch_ndim(node)
+    core_node = node.op._create_dummy_core_node(node.inputs)
+    inputs = [
+        pt_constant(var.data.reshape(var.data.shape[batch_ndim:]), dtype=var.type.dtype)
+        if isinstance(var, Constant) and all(var.type.broadcastable[:batch_ndim])
+        else dummy
+        for var, dummy in zip(node.inputs, core_node.inputs, strict=True)
+    ]
+    if all(a is b for a, b in zip(inputs, core_node.inputs, strict=True)):
+        return core_node
+    return node.op.core_op.make_node(*inputs)
 
 
 def _container(op) -> str:
@@ -684,6 +711,9 @@ def fgraph_to_model(
         if isinstance(dim, ir.SymbolicDim) and dim.value is not None
     )
     builder.input_dim_names = frozenset(name for name, count in named.items() if count == 1)
+    shape_feature = getattr(fgraph, "shape_feature", None)
+    if shape_feature is not None:
+        builder.shape_of = shape_feature.shape_of
 
     translate_graph(g, nodes, values, outputs=fgraph.outputs)
 

@@ -108,3 +108,37 @@ def test_runtime_broadcasting_of_batch_dims_raises_like_pytensor():
     np.testing.assert_allclose(fn(eye, np.ones((3, 2, 1))), np.ones((3, 2, 1)))
     with pytest.raises(ValueError, match="Runtime broadcasting not allowed"):
         fn(eye, np.ones((1, 2, 1)))
+
+
+def test_vectorized_join_and_split_of_batched_and_unbatched_arrays(rng):
+    """vectorize_graph leaves a Blockwise Join (Split) where some of its arrays have the batch
+    dims and others not (PyTensor's vectorize_join broadcasts none): one Concat (Split) past
+    the batch dims, no Loop over the batch; an axis it computes from constants (a batch of
+    one's Squeeze of [0]) is known at export."""
+    x = pt.vector("x", shape=(3,))
+    fixed = pt.constant(np.array([7.0, 8.0]))
+    joined = pt.join(0, x * 2, fixed)
+    first, second = pt.split(x, [1, 2], n_splits=2)
+    parts = [pt.join(0, second, fixed), first]
+    for size in (None, 1):
+        xs = pt.matrix("xs", shape=(size, 3))
+        outs = vectorize_graph([joined, *parts], replace={x: xs})
+        values = [rng.normal(size=(4 if size is None else 1, 3))]
+        compare_onnx_and_py([xs], outs, values, forbidden_ops=["Loop"])
+
+
+def test_the_lengths_of_a_vectorized_graph_share_their_checks(rng):
+    """The rows of a vectorized graph keep the number of points through reshapes, and
+    PyTensor's shape inference says so: adding rows of two of its values needs no
+    runtime-broadcasting check, nor joining them a check of the other dims."""
+    from pt_onnxscript import export_onnx
+
+    x = pt.vector("x", shape=(6,))
+    reshaped = x.reshape((2, 3)).sum(axis=0)
+    out = pt.join(0, reshaped * x[:3], pt.exp(x[3:] + reshaped))
+    xs = pt.matrix("xs", shape=(None, 6))
+    [batched] = vectorize_graph([out], replace={x: xs})
+    model = export_onnx(([xs], [batched]))
+    names = [node.name for node in model.graph.node]
+    assert not [name for name in names if "check" in name], names
+    compare_onnx_and_py([xs], batched, [rng.normal(size=(5, 6))], more_inputs=[[np.ones((1, 6))]])

@@ -14,10 +14,12 @@ from pytensor.tensor.basic import (
     Join,
     MakeVector,
     Nonzero,
+    NotScalarConstantError,
     PermuteRowElements,
     ScalarFromTensor,
     Split,
     TensorFromScalar,
+    get_scalar_constant_value,
 )
 from pytensor.tensor.shape import Shape_i
 from pytensor.tensor.type import TensorType
@@ -32,10 +34,11 @@ from pt_onnxscript.ops.common import (
     pad_zeros,
     raise_first,
     raise_if,
-    same_input_dim,
+    same_dim,
     where,
 )
-from pt_onnxscript.registry import register, register_check
+from pt_onnxscript.registry import register, register_blockwise, register_check
+from pt_onnxscript.translate import blockwise_core_node
 from pt_onnxscript.types import as_ir_tensor, onnx_dtype
 
 
@@ -130,41 +133,74 @@ def scalar_tensor(g, node, x):
 @register_check(Join, Split)
 def constant_axis(node):
     var = node.inputs[0] if isinstance(node.op, Join) else node.inputs[1]
-    return None if isinstance(var, Constant) else f"the axis must be a constant for ONNX, got {var}"
+    if _axis_value(var) is None:
+        return f"the axis must be known at export for ONNX, got {var}"
+    return None
+
+
+def _axis_value(var) -> int | None:
+    """The axis `var` holds if PyTensor can tell it at export: a constant, or computed from
+    constants (vectorize_graph's Join of a batch of one takes a Squeeze of [0])."""
+    try:
+        return int(get_scalar_constant_value(var))
+    except NotScalarConstantError:
+        return None
 
 
 def _static_axis(node, var, ndim: int) -> int:
-    axis = int(var.data)
+    axis = _axis_value(var)
     return axis + ndim if axis < 0 else axis
 
 
 @register(Join)
 def join(g, node, axis, *tensors):
     """Join -> Concat on the constant axis, inputs cast to the output dtype."""
+    at = _static_axis(node, node.inputs[0], node.outputs[0].type.ndim)
+    return _concatenated(g, node, tensors, at)
+
+
+@register_blockwise(Join)
+def blockwise_join(g, node, axis, *tensors):
+    """Blockwise(Join) of an axis the same for the whole batch (vectorize_graph's Join of
+    batched and unbatched arrays, which PyTensor leaves a Blockwise) -> the arrays expanded
+    to the batch shape they broadcast to, joined on the core axis past the batch dims."""
+    batch = node.op.batch_ndim(node)
+    core = blockwise_core_node(node)
+    at = batch + _static_axis(core, core.inputs[0], core.outputs[0].type.ndim)
+    shape = broadcast_shape(g, [g.Shape(x, end=batch) for x in tensors])
+    tensors = [
+        g.Expand(x, g.Concat(shape, constant(g, [1] * (var.type.ndim - batch), "int64"), axis=0))
+        for var, x in zip(node.inputs[1:], tensors, strict=True)
+    ]
+    return _concatenated(g, node, tensors, at, batch)
+
+
+def _concatenated(g, node, tensors, at: int, batch: int = 0):
+    """Join's `tensors` (the node's inputs after its axis) cast to its output dtype and
+    concatenated along `at`; their first `batch` dims are alike."""
     out = node.outputs[0].type
-    at = _static_axis(node, node.inputs[0], out.ndim)
     tensors = [
         x if var.type.dtype == out.dtype else g.Cast(x, to=onnx_dtype(out.dtype))
         for var, x in zip(node.inputs[1:], tensors, strict=True)
     ]
     if len(tensors) == 1:
         return g.Identity(tensors[0])
-    tensors[0] = _other_dims_checked(g, node, tensors, at)
+    tensors[0] = _other_dims_checked(g, node, tensors, at, batch)
     return g.Concat(*tensors, axis=at)
 
 
-def _other_dims_checked(g, node, values, at: int):
+def _other_dims_checked(g, node, values, at: int, batch: int = 0):
     """The first of the values to join along `at`, made to raise PyTensor's (NumPy's) error
-    where the values differ in another dim: ONNX Runtime's Concat raises there too, but
-    skips an empty input without looking at its shape. Dims known equal (the same static
-    size, or the same graph input's dim) need no check."""
+    where the values differ in another dim (after the first `batch`, alike): ONNX Runtime's
+    Concat raises there too, but skips an empty input without looking at its shape. Dims
+    known equal (the same static size, or the same graph input's dim) need no check."""
     pairs = list(zip(node.inputs[1:], values, strict=True))
     checked = []
-    for d in range(node.outputs[0].type.ndim):
+    for d in range(batch, node.outputs[0].type.ndim):
         if d == at:
             continue
         sizes = {known_size(var, value, d) for var, value in pairs}
-        if not (len(sizes) == 1 and None not in sizes) and not same_input_dim(g, pairs, d):
+        if not (len(sizes) == 1 and None not in sizes) and not same_dim(g, pairs, d):
             checked.append(d)
     if not checked:
         return values[0]
@@ -182,11 +218,31 @@ def split(g, node, x, axis, splits):
     """Split -> Split with the sizes as input, raising PyTensor's errors, in its order, when
     they are not n_splits, do not add up to the length of the axis or are negative."""
     at = _static_axis(node, node.inputs[1], node.inputs[0].type.ndim)
+    return _split(g, node, x, splits, at)
+
+
+@register_blockwise(Split)
+def blockwise_split(g, node, x, axis, splits):
+    """Blockwise(Split) of an axis and sizes the same for the whole batch -> Split on the core
+    axis past the batch dims (sizes that vary over the batch: a Loop over it)."""
+    batch = node.op.batch_ndim(node)
+    if not all(node.inputs[2].type.broadcastable[:batch]):
+        from pt_onnxscript.ops.blockwise import loop_over_batch
+
+        return loop_over_batch(g, node, [x, axis, splits])
+    core = blockwise_core_node(node)
+    at = batch + _static_axis(core, core.inputs[1], core.inputs[0].type.ndim)
+    return _split(g, node, x, g.Reshape(splits, constant(g, [-1], "int64")), at, batch)
+
+
+def _split(g, node, x, splits, at: int, batch: int = 0):
+    """Split's outputs: `x` split along `at` (past `batch` dims) by the 1-d `splits`,
+    checked as PyTensor does."""
     sizes = g.Cast(splits, to=ir.DataType.INT64) if node.inputs[2].type.dtype != "int64" else splits
     length = g.Shape(x, start=at, end=at + 1)
-    count = node.op.len_splits
+    count = len(node.outputs)
     checks = []
-    if node.inputs[2].type.shape[0] != count:
+    if node.inputs[2].type.shape[-1] != count:
         wrong_count = g.Not(g.Equal(g.Shape(sizes), constant(g, [count], "int64")))
         checks.append((wrong_count, ValueError, "Length of splits is not equal to n_splits"))
     smallest = g.ReduceMin(g.Concat(sizes, constant(g, [0], "int64"), axis=0), keepdims=0)
@@ -194,12 +250,12 @@ def split(g, node, x, axis, splits):
         (
             g.Not(g.Equal(g.ReduceSum(sizes, keepdims=1), length)),
             ValueError,
-            f"Split sizes do not sum to the length of axis {at}",
+            f"Split sizes do not sum to the length of axis {at - batch}",
         ),
         (g.Less(smallest, constant(g, 0, "int64")), ValueError, "Split sizes cannot be negative"),
     ]
     x = raise_first(g, x, checks)
-    return g.Split(x, sizes, axis=at, _outputs=len(node.outputs))
+    return g.Split(x, sizes, axis=at, _outputs=count)
 
 
 @register(ARange)

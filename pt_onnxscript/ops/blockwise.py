@@ -3,7 +3,6 @@
 import pytensor.tensor as pt
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors, io_toposort
-from pytensor.tensor.basic import constant as pt_constant
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.exceptions import ShapeError
 
@@ -15,7 +14,12 @@ from pt_onnxscript.ops.common import (
     raise_if,
 )
 from pt_onnxscript.registry import blockwise_translation_for, register
-from pt_onnxscript.translate import translate_graph, translate_node, value_of
+from pt_onnxscript.translate import (
+    blockwise_core_node,
+    translate_graph,
+    translate_node,
+    value_of,
+)
 from pt_onnxscript.types import onnx_dtype
 
 
@@ -46,28 +50,11 @@ def flatten_batch(g, inputs, batch_ndims, ranks):
     return batch_shape, flat
 
 
-def _core_node(node, batch_ndim: int):
-    """The core op applied to dummy core inputs, except that a constant the same for the
-    whole batch (its batch dims of length 1) stays that constant, which translations read
-    (a sort's axis: the gradient of inv sorts LU pivots by a Blockwise ArgSort whose axis is
-    the constant [[-1]])."""
-    core_node = node.op._create_dummy_core_node(node.inputs)
-    inputs = [
-        pt_constant(var.data.reshape(var.data.shape[batch_ndim:]), dtype=var.type.dtype)
-        if isinstance(var, Constant) and all(var.type.broadcastable[:batch_ndim])
-        else dummy
-        for var, dummy in zip(node.inputs, core_node.inputs, strict=True)
-    ]
-    if all(a is b for a, b in zip(inputs, core_node.inputs, strict=True)):
-        return core_node
-    return node.op.core_op.make_node(*inputs)
-
-
 def loop_over_batch(g, node, inputs, core=None):
     """Run the core op's translation once per batch element, in an ONNX Loop; or, if given,
     ``core(g, *core_inputs)`` (the list of the core outputs) in its place."""
     batch_ndim = node.op.batch_ndim(node)
-    core_node = _core_node(node, batch_ndim)
+    core_node = blockwise_core_node(node)
     ranks = [var.type.ndim for var in node.inputs]
     batch_shape, flat = flatten_batch(g, inputs, [batch_ndim] * len(ranks), ranks)
 

@@ -4,9 +4,16 @@ from functools import reduce
 
 import numpy as np
 import onnx_ir as ir
+import pytensor.scalar.basic as ps
+from pytensor.graph.basic import Constant
+from pytensor.raise_op import Assert
 from pytensor.tensor import constant as tensor_constant
+from pytensor.tensor.basic import MakeVector
+from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.subtensor import Subtensor
 
 from pt_onnxscript.optimize import no_negative_zero
+from pt_onnxscript.rewrites import is_length, is_zero
 from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.scripted import inline
 from pt_onnxscript.translate import constant_value
@@ -230,11 +237,68 @@ def input_dim_name(g, var, value, d: int) -> str | None:
     return name if name in g.builder.root.input_dim_names else None
 
 
-def same_input_dim(g, pairs, d: int) -> bool:
-    """Whether dim `d` of the ONNX values of all (variable, value) `pairs` carries one graph
-    input's symbolic dim (`input_dim_name`), so they have the same size there."""
+def same_dim(g, pairs, d: int) -> bool:
+    """Whether dim `d` of the variables of all (variable, ONNX value) `pairs` is known to be
+    one size: their values' inferred shapes carry one graph input's symbolic dim there
+    (`input_dim_name`), or PyTensor's shape inference of the graph gives that dim of each as
+    one variable (a batched log-density's number of points, through its reshapes)."""
     names = {input_dim_name(g, var, value, d) for var, value in pairs}
-    return len(names) == 1 and None not in names
+    if len(names) == 1 and None not in names:
+        return True
+    shape_of = g.builder.root.shape_of
+    dims = set()
+    for var, _ in pairs:
+        shape = shape_of.get(var)
+        if shape is None or len(shape) != var.type.ndim:
+            return False
+        dims.add(_dim_root(shape[d]))
+    return len(dims) == 1
+
+
+def _dim_root(dim, depth: int = 8):
+    """The variable a dim of PyTensor's shape inference is, where its graph only restates it:
+    an Assert of it (a shape graph's broadcast checks, which the computation it describes
+    made: a runtime-broadcast guard, or ONNX Runtime's own), an entry of a MakeVector, a
+    Reshape's request of a length (>= 0, never its -1), the maximum of a length and 0, a
+    switch of a constant condition."""
+    owner = dim.owner
+    if owner is None or depth == 0:
+        return dim
+    op = owner.op
+    if isinstance(op, Assert):
+        return _dim_root(owner.inputs[0], depth - 1)
+    if isinstance(op, Subtensor) and owner.inputs[0].owner is not None:
+        vector = owner.inputs[0].owner
+        index = owner.inputs[1] if len(owner.inputs) == 2 else None
+        if isinstance(vector.op, MakeVector) and isinstance(index, Constant):
+            return _dim_root(vector.inputs[int(index.data)], depth - 1)
+        return dim
+    if not isinstance(op, Elemwise):
+        return dim
+    scalar_op = op.scalar_op
+    if isinstance(scalar_op, ps.Switch):
+        condition, then, other = (_dim_root(v, depth - 1) for v in owner.inputs)
+        if isinstance(condition, Constant) and condition.type.ndim == 0:
+            return then if condition.data else other
+        test = owner.inputs[0].owner
+        if test is None or not isinstance(test.op, Elemwise):
+            return dim
+        a, b = (_dim_root(v, depth - 1) for v in test.inputs)
+        # switch(eq(n, -1), inferred, n) and switch(0 < n, n, 0) of a length n
+        if isinstance(test.op.scalar_op, ps.EQ) and _is_negative(b) and a is other:
+            return a if is_length(a) else dim
+        if isinstance(test.op.scalar_op, ps.LT) and is_zero(a) and b is then and is_zero(other):
+            return b if is_length(b) else dim
+        return dim
+    if isinstance(scalar_op, ps.ScalarMaximum):
+        a, b = (_dim_root(v, depth - 1) for v in owner.inputs)
+        n = a if is_zero(b) else b if is_zero(a) else None
+        return n if n is not None and is_length(n) else dim
+    return dim
+
+
+def _is_negative(var) -> bool:
+    return isinstance(var, Constant) and var.type.ndim == 0 and var.data < 0
 
 
 def dim_lengths(g, values, dims: list[int]):
@@ -262,7 +326,7 @@ def check_runtime_broadcast(g, variables, values, ndim: int):
         if (
             len(candidates) > 1
             and (None in candidates or (1 in candidates and len(set(candidates)) > 1))
-            and not same_input_dim(g, undeclared, d)
+            and not same_dim(g, undeclared, d)
         ):
             checked.append(d)
     if not checked:
