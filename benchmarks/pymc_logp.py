@@ -1,7 +1,8 @@
 """A PyMC model's log-density and gradient, side by side in one run: PyMC's own backends
 (PyTensor's default mode and Numba), PyMC with mode "ONNX", the file `export_logp` writes in
-a raw ONNX Runtime session, and, as the floor of any ONNX Runtime call, a session running a
-one-node model on the same point. Then the exported models' nodes.
+a raw ONNX Runtime session, the batched file (`export_logp(batch=True)`) on 64 and 512
+points per call (its time per point), and, as the floor of any ONNX Runtime call, a session
+running a one-node model on the same point. Then the exported models' nodes.
 
 Models: notebook 03's (a Student-t regression with 8 group offsets: its logp calls gammaln,
 its gradient digamma), a hierarchical normal model with 1,000 group means over 5,000
@@ -99,11 +100,22 @@ def floor_model(size):
     return model
 
 
+BATCHES = (64, 512)
+
+
 def runners_for(model):
+    """The runners of `model`'s table, each a function of the point, and the number of
+    points each call of it evaluates."""
     point = ravel_point(model.initial_point(), layout(model))
     proto = export_logp(model)
     exported = session(proto)
+    batched_proto = export_logp(model, batch=True)
+    batched = session(batched_proto)
     floor = session(floor_model(point.size))
+    rng = np.random.default_rng(0)
+    # Points around the initial one, each row its own (the first the initial point).
+    many = point + rng.normal(scale=0.1, size=(max(BATCHES), point.size))
+    many[0] = point
 
     def pymc(mode=None):
         fn = model.logp_dlogp_function(ravel_inputs=True, **({"mode": mode} if mode else {}))
@@ -115,15 +127,26 @@ def runners_for(model):
         "PyMC NUMBA mode": pymc("NUMBA"),
         'PyMC mode "ONNX"': pymc(onnx_mode(threads=1)),
         "exported, ONNX Runtime": lambda v: exported.run(None, {"point": v}),
+        **{
+            f"batched, {k} per call": lambda v, k=k: batched.run(None, {"points": many[:k]})
+            for k in BATCHES
+        },
         "1-node ORT call (floor)": lambda v: floor.run(None, {"point": v}),
     }
+    points_per_call = {f"batched, {k} per call": k for k in BATCHES}
     logp, dlogp = runners["PyMC default mode"](point)
     for name in ("PyMC NUMBA mode", 'PyMC mode "ONNX"', "exported, ONNX Runtime"):
         other_logp, other_dlogp = runners[name](point)
         np.testing.assert_allclose(other_logp, logp, rtol=1e-9)
         # PyTensor's C digamma is accurate to about 4e-9 only (README, "PyMC").
         np.testing.assert_allclose(other_dlogp, dlogp, rtol=1e-7, atol=1e-12)
-    return runners, point, proto
+    # Each row of the batched model is the one-point model's result for that row.
+    rows_logp, rows_dlogp = batched.run(None, {"points": many[:8]})
+    for row, (row_logp, row_dlogp) in zip(many[:8], zip(rows_logp, rows_dlogp), strict=True):
+        one_logp, one_dlogp = exported.run(None, {"point": row})
+        np.testing.assert_allclose(row_logp, one_logp, rtol=1e-13)
+        np.testing.assert_allclose(row_dlogp, one_dlogp, rtol=1e-12, atol=1e-13)
+    return runners, points_per_call, point, (proto, batched_proto)
 
 
 def main():
@@ -135,18 +158,26 @@ def main():
         ("negative-binomial regression, 500 counts", negative_binomial_model),
         ("GP marginal likelihood, 50 points", gp_model),
     ):
-        runners, point, proto = runners_for(build())
-        tables[label] = interleaved(runners, point), proto
-    for label, (results, proto) in tables.items():
+        runners, points_per_call, point, protos = runners_for(build())
+        tables[label] = interleaved(runners, point), points_per_call, protos
+    for label, (results, points_per_call, protos) in tables.items():
         base = results["PyMC default mode"][0]
-        print(f"\n{label}: logp and gradient, 1 core, median of {ROUNDS} rounds")
+        print(f"\n{label}: logp and gradient, 1 core, median of {ROUNDS} rounds, per point")
         print(f"{'':26}{'wall':>10}{'cpu':>10}   vs PyMC default (wall)")
         for name, (wall, cpu) in results.items():
-            print(f"{name:26}{wall * 1e6:>8.1f}us{cpu * 1e6:>8.1f}us   {wall / base:>6.2f}x")
-        counts = collections.Counter(node.op_type for node in proto.graph.node)
-        top = ", ".join(f"{op} {n}" for op, n in counts.most_common(6))
-        print(f"exported model: {len(proto.graph.node)} nodes ({top}, ...)")
+            k = points_per_call.get(name, 1)
+            print(
+                f"{name:26}{wall / k * 1e6:>8.2f}us{cpu / k * 1e6:>8.2f}us"
+                f"   {wall / k / base:>6.2f}x"
+            )
+        for kind, proto in zip(("exported", "batched"), protos, strict=True):
+            counts = collections.Counter(node.op_type for node in proto.graph.node)
+            top = ", ".join(f"{op} {n}" for op, n in counts.most_common(6))
+            print(f"{kind} model: {len(proto.graph.node)} nodes ({top}, ...)")
 
 
 if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     main()

@@ -5,7 +5,9 @@ The log-density model takes the point as PyMC's samplers see it: one vector of t
 variables in unconstrained space, raveled and concatenated in `model.value_vars` order. Its
 layout is stored in the model's metadata (key "pt_onnxscript.layout") so the vector can be
 built and read back without PyMC. Its log-density is -inf where a parameter check fails,
-as in the functions PyMC compiles.
+as in the functions PyMC compiles. With `batch`, it takes many points per call, a (K, n)
+matrix of point vectors (ONNX Runtime's cost is per node, not per element, so K points cost
+little more than one), and gives each row's log-density and gradient.
 
 The prior predictive model takes one random state per random variable (``<name>_rng``,
 uint64[2], see pt_onnxscript.rng) and returns one draw of each variable and the advanced
@@ -51,22 +53,27 @@ def ravel_point(point: dict, slots: list[Slot]) -> np.ndarray:
     return np.concatenate([np.ravel(point[s.name]) for s in slots]) if slots else np.zeros(0)
 
 
-def logp_and_gradient(model, *, jacobian: bool = True):
+def logp_and_gradient(model, *, jacobian: bool = True, batch: bool | int = False):
     """`model`'s log-density and its gradient as one compiled function, rewritten for export:
-    the Function export_logp writes (point vector in, logp and dlogp out).
+    the Function export_logp writes (point vector in, logp and dlogp out; with `batch`, a
+    (K, n) matrix of points in, K log-densities and a (K, n) gradient out: see export_logp).
 
     As PyMC's samplers compile them (ValueGradFunction): the log-density as rewritten before
     differentiation and its gradient with respect to all value variables in one pass (as
     model.logp() and model.dlogp(), one pass per variable, a GP's two ran 1,417 nodes,
     PyMC's function 1,095); and, as pymc.compile does, a parameter check that fails makes
     the log-density -inf (nothing checked if the model's check_bounds is off), not an error.
+    Many points are PyTensor's own vectorisation of that graph (vectorize_graph).
     """
     import pytensor
     import pytensor.tensor as pt
     from pymc.pytensorf import join_nonshared_inputs, rewrite_pregrad
+    from pytensor.graph.replace import vectorize_graph
 
+    from pt_onnxscript.errors import UnsupportedOpError
     from pt_onnxscript.export import compile_for_export
 
+    size = _batch_size(batch)
     if not model.value_vars:
         raise ValueError(
             "export_logp: the model has no free random variables, so its log-density is a "
@@ -80,6 +87,17 @@ def logp_and_gradient(model, *, jacobian: bool = True):
         model.initial_point(), [logp, dlogp], model.value_vars
     )
     point.name = "point"
+    if size is not False:
+        points = pt.tensor("points", dtype=point.type.dtype, shape=(size, *point.type.shape))
+        try:
+            logp, dlogp = vectorize_graph([logp, dlogp], replace={point: points})
+        except (NotImplementedError, TypeError) as err:
+            raise UnsupportedOpError(
+                "export_logp(batch=...): PyTensor cannot vectorize this model's log-density "
+                f"over many points ({type(err).__name__}: {err}). Export it one point per "
+                "call (batch=False) and call it once per point."
+            ) from err
+        point = points
     checks = (
         "local_check_parameter_to_ninf_switch"
         if model.check_bounds
@@ -88,25 +106,59 @@ def logp_and_gradient(model, *, jacobian: bool = True):
     return compile_for_export([point], [logp, dlogp], including=[checks])
 
 
-def export_logp(model, path=None, *, jacobian: bool = True, opset: int | None = None):
+def _batch_size(batch) -> bool | int | None:
+    """`batch` checked: False (one point), None (any number of points: True) or a number
+    of points fixed at export."""
+    if batch is False:
+        return False
+    if batch is True:
+        return None
+    if isinstance(batch, int | np.integer) and not isinstance(batch, bool) and batch >= 1:
+        return int(batch)
+    raise ValueError(
+        f"batch must be False (one point per call), True (any number of points per call) "
+        f"or a number of points >= 1 fixed at export, not {batch!r}"
+    )
+
+
+BATCH_KEY = "pt_onnxscript.batch"
+
+
+def export_logp(
+    model,
+    path=None,
+    *,
+    jacobian: bool = True,
+    batch: bool | int = False,
+    opset: int | None = None,
+):
     """Export `model`'s log-density and its gradient, point vector in, ("logp", "dlogp") out.
 
-    `jacobian` includes the log-Jacobian of the transforms, as PyMC's samplers do. Returns
-    the onnx.ModelProto (also written to `path` if given).
+    `jacobian` includes the log-Jacobian of the transforms, as PyMC's samplers do. With
+    `batch`, the model takes many points per call: ``points``, a (K, n) matrix of point
+    vectors in, ``logp`` (K,) and ``dlogp`` (K, n) out, each row the one-point model's result
+    for that row; K is any number (``batch=True``, the dim named "points") or fixed
+    (``batch=K``). Returns the onnx.ModelProto (also written to `path` if given).
     """
     from pt_onnxscript.export import export_onnx
     from pt_onnxscript.translate import DEFAULT_OPSET
 
-    function = logp_and_gradient(model, jacobian=jacobian)
+    size = _batch_size(batch)
+    function = logp_and_gradient(model, jacobian=jacobian, batch=batch)
     proto = export_onnx(
         function,
         opset=DEFAULT_OPSET if opset is None else opset,
         output_names=["logp", "dlogp"],
+        dims={"points": ("points", None)} if size is None else None,
     )
     slots = layout(model)
     entry = proto.metadata_props.add()
     entry.key = "pt_onnxscript.layout"
     entry.value = json.dumps([s.__dict__ | {"shape": list(s.shape)} for s in slots])
+    if size is not False:
+        entry = proto.metadata_props.add()
+        entry.key = BATCH_KEY
+        entry.value = json.dumps({"input": "points", "size": size})
     if path is not None:
         onnx.save(proto, str(Path(path)))
     return proto

@@ -258,6 +258,55 @@ def test_exported_logp_runs_without_pymc(built, tmp_path):
         assert_same(got[1], dlogp(point), rtol=rtol, atol=1e-11, what="dlogp")
 
 
+# Models PyTensor's vectorize_graph refuses (its Vectorized AdvancedSubtensor of batched
+# indexes: LKJCorr's; its sparse Dot of a dense matrix: CAR's).
+UNVECTORIZED = {"correlations": "NotImplementedError", "areal": "TypeError"}
+
+
+def test_batched_logp_gives_each_row_the_one_point_models_result(built, tmp_path):
+    name, model, _ = built
+    if name in UNVECTORIZED:
+        with pytest.raises(UnsupportedOpError, match=f"cannot vectorize.*{UNVECTORIZED[name]}"):
+            export_logp(model, batch=True)
+        return
+    path = tmp_path / "batched.onnx"
+    proto = export_logp(model, path, batch=True)
+    onnx.checker.check_model(str(path), full_check=True)
+    one = ort.InferenceSession(export_logp(model).SerializeToString())
+    many = ort.InferenceSession(str(path))
+    size = layout(model)[-1].stop
+    [spec] = many.get_inputs()
+    assert spec.name == "points" and spec.shape == ["points", size]
+    assert read_layout(proto) == layout(model)
+    rows = np.stack([ravel_point(point, layout(model)) for point in points(model, 4)])
+    for batch in (rows, rows[:1], rows[:0]):
+        logp, dlogp = many.run(["logp", "dlogp"], {"points": batch})
+        assert logp.shape == (len(batch),) and dlogp.shape == (len(batch), size)
+        for row, row_logp, row_dlogp in zip(batch, logp, dlogp, strict=True):
+            one_logp, one_dlogp = one.run(["logp", "dlogp"], {"point": row})
+            # The same arithmetic but for the order of some sums (over the batch's rows).
+            assert_same(row_logp, one_logp, rtol=1e-13, atol=1e-13, what="logp")
+            assert_same(row_dlogp, one_dlogp, rtol=1e-12, atol=1e-12, what="dlogp")
+
+
+def test_batched_logp_of_a_fixed_number_of_points():
+    model = glm()
+    proto = export_logp(model, batch=3)
+    size = layout(model)[-1].stop
+    session = ort.InferenceSession(proto.SerializeToString())
+    assert session.get_inputs()[0].shape == [3, size]
+    rows = np.stack([ravel_point(point, layout(model)) for point in points(model, 2)])
+    logp, dlogp = session.run(["logp", "dlogp"], {"points": rows})
+    one = ort.InferenceSession(export_logp(model).SerializeToString())
+    for row, row_logp, row_dlogp in zip(rows, logp, dlogp, strict=True):
+        one_logp, one_dlogp = one.run(["logp", "dlogp"], {"point": row})
+        assert_same(row_logp, one_logp, rtol=1e-13, atol=1e-13)
+        assert_same(row_dlogp, one_dlogp, rtol=1e-12, atol=1e-12)
+    for bad in (0, -2, 1.5, "64", None):
+        with pytest.raises(ValueError, match="batch must be False.*True.*>= 1"):
+            export_logp(model, batch=bad)
+
+
 def test_the_exported_graph_computes_nothing_twice(built):
     """No two nodes of a PyMC log-density and gradient built apart (model.logp() and
     model.dlogp(), as export_logp built them before) and rewritten for export apply one Op
