@@ -183,24 +183,16 @@ def export_prior_predictive(model, path=None, *, var_names=None, opset: int | No
     or `var_names`), random states in and out, as ``pm.sample_prior_predictive`` draws it.
     Returns the onnx.ModelProto (also written to `path` if given)."""
     from pymc.sampling.forward import compile_forward_sampling_function
-    from pymc.util import get_default_varnames
     from pytensor.compile.mode import Mode
-    from pytensor.graph.traversal import ancestors
 
-    from pt_onnxscript.export import export_onnx
     from pt_onnxscript.linker import onnx_rewrites
-    from pt_onnxscript.rng import is_random_state
-    from pt_onnxscript.translate import DEFAULT_OPSET
 
     wanted = (
         {var.name for var in model.basic_RVs + model.deterministics}
         if var_names is None
         else set(var_names)
     )
-    names = sorted(get_default_varnames(wanted, include_transformed=False))
-    unknown = wanted.difference(names)
-    if unknown:
-        raise ValueError(f"Unrecognized var_names: {sorted(unknown)}")
+    names = _draw_names(model, wanted)
     sampler, _ = compile_forward_sampling_function(
         [model[name] for name in names],
         vars_in_trace=[],
@@ -208,9 +200,39 @@ def export_prior_predictive(model, path=None, *, var_names=None, opset: int | No
         givens_dict=None,
         mode=Mode(linker="py", optimizer=onnx_rewrites()),
     )
-    # Name each generator after the variable it draws (PyMC's are unnamed) for the export:
-    # the variable a draw of it gives, else the first variable whose graph reads it (a Scan
-    # that draws, a distribution built of several draws).
+    proto = _export_draws(sampler, names, model, PRIOR_KEY, {}, opset)
+    if path is not None:
+        onnx.save(proto, str(Path(path)))
+    return proto
+
+
+def _draw_names(model, wanted) -> list[str]:
+    """The names of the variables `wanted` (names) of `model`, sorted, transformed values
+    left out; a ValueError naming those the model does not have (PyMC's KeyError came from
+    the depths of the export)."""
+    from pymc.util import get_default_varnames
+
+    unknown = set(wanted).difference(model.named_vars)
+    if unknown:
+        raise ValueError(
+            f"Unrecognized var_names: {sorted(unknown)}; the model's variables are "
+            f"{sorted(model.named_vars)}"
+        )
+    return sorted(get_default_varnames(wanted, include_transformed=False))
+
+
+def _export_draws(sampler, names, model, key: str, more: dict, opset: int | None, dims=None):
+    """The model of compiled `sampler`, whose outputs are the draws of `names` (then its
+    random states' updates), each generator named after the variable it draws: the variable
+    a draw of it gives, else the first variable whose graph reads it (a Scan that draws, a
+    distribution built of several draws). Its metadata under `key` lists the draws and the
+    states, and `more`; `dims` names or fixes its inputs' dims (export_onnx's)."""
+    from pytensor.graph.traversal import ancestors
+
+    from pt_onnxscript.export import export_onnx
+    from pt_onnxscript.rng import is_random_state
+    from pt_onnxscript.translate import DEFAULT_OPSET
+
     fgraph = sampler.maker.fgraph
     readers: dict = {}
     for name, out in zip(names, fgraph.outputs, strict=False):  # then the updated states
@@ -233,7 +255,10 @@ def export_prior_predictive(model, path=None, *, var_names=None, opset: int | No
         for variable, name in states:
             variable.name = name
         proto = export_onnx(
-            sampler, opset=DEFAULT_OPSET if opset is None else opset, output_names=names
+            sampler,
+            opset=DEFAULT_OPSET if opset is None else opset,
+            output_names=names,
+            dims=dims,
         )
     finally:
         for (variable, _), name in zip(states, old_names, strict=True):
@@ -242,23 +267,160 @@ def export_prior_predictive(model, path=None, *, var_names=None, opset: int | No
         {"name": out.name, "dtype": model[out.name].dtype}
         for out in proto.graph.output[: len(names)]
     ]
+    state_names = [value.name for value in proto.graph.input if value.name != more.get("input")]
     entry = proto.metadata_props.add()
-    entry.key = PRIOR_KEY
-    entry.value = json.dumps(
-        {"draws": draws, "states": [value.name for value in proto.graph.input]}
+    entry.key = key
+    entry.value = json.dumps({"draws": draws, "states": state_names} | more)
+    return proto
+
+
+POSTERIOR_PREDICTIVE_KEY = "pt_onnxscript.posterior_predictive"
+
+
+def posterior_layout(model) -> list[Slot]:
+    """The slot of each free random variable of `model`, in the constrained space in which an
+    InferenceData's posterior holds it, in the draw vector `export_posterior_predictive`
+    takes (`model.free_RVs` order)."""
+    shapes = model.eval_rv_shapes()
+    slots, start = [], 0
+    for var in model.free_RVs:
+        shape = tuple(int(d) for d in shapes[var.name])
+        stop = start + int(np.prod(shape, dtype=int))
+        slots.append(Slot(var.name, shape, start, stop))
+        start = stop
+    return slots
+
+
+def posterior_points(posterior, slots: list[Slot]) -> np.ndarray:
+    """The draws of `posterior` as rows of draw vectors laid out by `slots`: an
+    InferenceData (its posterior group), an xarray Dataset or a {name: array} dict whose
+    arrays have leading (chain, draw) dims; chains one after another."""
+    group = getattr(posterior, "posterior", posterior)
+    columns = []
+    for slot in slots:
+        if slot.name not in group:
+            raise KeyError(
+                f"the posterior has no draws of {slot.name!r}; it needs {[s.name for s in slots]}"
+            )
+        values = np.asarray(getattr(group[slot.name], "values", group[slot.name]))
+        if values.shape[2:] != slot.shape:
+            raise ValueError(
+                f"the posterior's {slot.name!r} has shape {values.shape}: (chain, draw) "
+                f"followed by the variable's shape {slot.shape} expected"
+            )
+        columns.append(values.reshape(values.shape[0] * values.shape[1], -1))
+    return np.concatenate(columns, axis=1).astype(np.float64)
+
+
+def export_posterior_predictive(
+    model,
+    path=None,
+    *,
+    var_names=None,
+    batch: bool | int = False,
+    opset: int | None = None,
+):
+    """Export `model`'s posterior predictive: one draw of its observed variables (or
+    `var_names`) for a posterior draw of its free variables, as ``pm.sample_posterior_
+    predictive`` draws it, so a fitted model's predictions are served without PyMC.
+
+    Its input ``draw`` is the vector of the free variables' values (constrained, as an
+    InferenceData holds them) laid out by `posterior_layout`; with `batch`, ``draws``, a
+    (K, n) matrix of them (`posterior_points` makes it from an InferenceData; K any number
+    with ``batch=True``, or fixed), and each output gains a leading dim of K. Random states
+    in and out as in `export_prior_predictive` (`initial_states` seeds them). Returns the
+    onnx.ModelProto (also written to `path` if given).
+    """
+    import pytensor.tensor as pt
+    from pymc.sampling.forward import compile_forward_sampling_function
+    from pytensor.compile.mode import Mode
+    from pytensor.graph.replace import graph_replace, vectorize_graph
+
+    from pt_onnxscript.errors import UnsupportedOpError
+    from pt_onnxscript.export import compile_for_export
+
+    size = _batch_size(batch)
+    wanted = {var.name for var in model.observed_RVs} if var_names is None else set(var_names)
+    names = _draw_names(model, wanted)
+    if not names:
+        raise ValueError("export_posterior_predictive: the model has no observed variables")
+    slots = posterior_layout(model)
+    free = {var.name for var in model.free_RVs}
+    if free.intersection(names):
+        raise ValueError(
+            f"export_posterior_predictive draws variables given by the posterior: "
+            f"{sorted(free.intersection(names))}; name observed variables or deterministics"
+        )
+    sampler, _ = compile_forward_sampling_function(
+        [model[name] for name in names],
+        vars_in_trace=list(model.free_RVs),
+        basic_rvs=model.basic_RVs,
+        givens_dict=None,
+        mode=Mode(linker="py", optimizer=None),
     )
+    fgraph = sampler.maker.fgraph
+    inputs = list(zip(sampler.maker.inputs, fgraph.inputs, strict=True))
+    draw = pt.vector("draw", shape=(slots[-1].stop if slots else 0,), dtype="float64")
+    replace = {}
+    for spec, var in inputs:
+        if spec.shared:
+            replace[var] = spec.variable
+        else:
+            slot = next(s for s in slots if s.name == var.name)
+            replace[var] = draw[slot.start : slot.stop].reshape(slot.shape).astype(var.dtype)
+    outputs = _out_of_place_draws(graph_replace(list(fgraph.outputs), replace, strict=False))
+    point = draw
+    if size is not False:
+        point = pt.tensor("draws", dtype="float64", shape=(size, draw.type.shape[0]))
+        try:
+            outputs = vectorize_graph(outputs, replace={draw: point})
+        except (NotImplementedError, TypeError) as err:
+            raise UnsupportedOpError(
+                "export_posterior_predictive(batch=...): PyTensor cannot vectorize this "
+                f"model's draws over many posterior draws ({type(err).__name__}: {err}). "
+                "Export it one draw per call (batch=False)."
+            ) from err
+    updated = [spec.variable for spec, _ in inputs if spec.update is not None]
+    function = compile_for_export(
+        [point],
+        outputs[: len(names)],
+        updates=dict(zip(updated, outputs[len(names) :], strict=True)),
+    )
+    layout_entry = [s.__dict__ | {"shape": list(s.shape)} for s in slots]
+    more = {"input": point.name, "layout": layout_entry, "batch": size is not False}
+    dims = {"draws": ("draws", None)} if size is None else None
+    proto = _export_draws(function, names, model, POSTERIOR_PREDICTIVE_KEY, more, opset, dims)
+    entry = proto.metadata_props.add()
+    entry.key = "pt_onnxscript.layout"
+    entry.value = json.dumps(layout_entry)
     if path is not None:
         onnx.save(proto, str(Path(path)))
     return proto
 
 
+def _out_of_place_draws(outputs):
+    """`outputs` with PyMC's in-place random variables (pymc.compile makes them so) drawn
+    out of place: a function compiled anew takes no in-place Op."""
+    from pytensor.graph.fg import FunctionGraph
+    from pytensor.tensor.random.op import RandomVariable
+
+    fgraph = FunctionGraph(outputs=outputs, clone=False)
+    for node in fgraph.toposort():
+        if isinstance(node.op, RandomVariable) and node.op.inplace:
+            props = node.op._props_dict() | {"inplace": False}
+            new = type(node.op)(**props).make_node(*node.inputs)
+            fgraph.replace_all(list(zip(node.outputs, new.outputs, strict=True)))
+    return list(fgraph.outputs)
+
+
 def initial_states(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
     """Random states seeded by `seed` for the inputs of a model written by
-    `export_prior_predictive` (independent streams, the same for the same seed)."""
+    `export_prior_predictive` or `export_posterior_predictive` (independent streams, the same
+    for the same seed)."""
     from pt_onnxscript.rng import state_from_generator
 
     for entry in model.metadata_props:
-        if entry.key == PRIOR_KEY:
+        if entry.key in (PRIOR_KEY, POSTERIOR_PREDICTIVE_KEY):
             names = json.loads(entry.value)["states"]
             children = np.random.SeedSequence(seed).spawn(len(names))
             return {
@@ -266,5 +428,6 @@ def initial_states(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
                 for name, child in zip(names, children, strict=True)
             }
     raise ValueError(
-        "the model has no random states: it was not written by export_prior_predictive"
+        "the model has no random states: it was not written by export_prior_predictive or "
+        "export_posterior_predictive"
     )

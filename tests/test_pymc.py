@@ -15,9 +15,12 @@ pm = pytest.importorskip("pymc")
 from pt_onnxscript import UnsupportedOpError
 from pt_onnxscript.pymc_model import (
     export_logp,
+    export_posterior_predictive,
     export_prior_predictive,
     initial_states,
     layout,
+    posterior_layout,
+    posterior_points,
     ravel_point,
     read_layout,
 )
@@ -824,3 +827,88 @@ def test_exported_prior_predictive_runs_without_pymc(tmp_path):
     first = session.run(None, initial_states(proto, seed=7))[0]
     np.testing.assert_array_equal(first, session.run(None, initial_states(proto, seed=7))[0])
     assert not np.array_equal(first, session.run(None, initial_states(proto, seed=8))[0])
+
+
+def regression_model():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(6, 2))
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0, 1, shape=2)
+        sigma = pm.HalfNormal("sigma", 1)
+        counts = pm.Poisson("counts_rate", 3.0)
+        mu = pm.Deterministic("mu", x @ beta)
+        pm.Normal("y", mu, sigma, observed=rng.normal(size=6))
+        pm.Poisson("k", counts + 1.0, observed=np.arange(3))
+    return model
+
+
+@pytest.mark.parametrize("batch", [True, 4, False])
+def test_exported_posterior_predictive_draws_as_pymc_for_each_posterior_draw(batch, tmp_path):
+    """One predictive draw per posterior draw (a discrete free variable among them), as
+    pm.sample_posterior_predictive draws them, from an InferenceData's draws."""
+    import arviz as az
+
+    model = regression_model()
+    chains, draws = 2, 1200
+    rng = np.random.default_rng(0)
+    # Two halves of the posterior far apart: each row must use its own draw.
+    beta = np.where(rng.random((chains, draws, 1)) < 0.5, [1.0, 2.0], [-3.0, 0.5])
+    posterior = az.from_dict(
+        posterior={
+            "beta": beta,
+            "sigma": rng.uniform(0.2, 1.0, (chains, draws)),
+            "counts_rate": rng.integers(0, 5, (chains, draws)),
+        }
+    )
+    path = tmp_path / "predictive.onnx"
+    proto = export_posterior_predictive(model, path, batch=batch)
+    onnx.checker.check_model(str(path), full_check=True)
+    slots = posterior_layout(model)
+    assert [s.name for s in slots] == ["beta", "sigma", "counts_rate"]
+    assert read_layout(proto) == slots
+    rows = posterior_points(posterior, slots)
+    assert rows.shape == (chains * draws, 4)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    states = initial_states(proto, seed=3)
+    assert sorted(states) == ["k_rng", "y_rng"]
+    names = [o.name for o in proto.graph.output]
+    assert names[:2] == ["k", "y"]
+    if batch is False:
+        rows = rows[:400]  # one call per draw
+    size = 1 if batch is False else len(rows) if batch is True else batch
+    ours = {"k": [], "y": []}
+    for start in range(0, len(rows), size):
+        feed = rows[start] if batch is False else rows[start : start + size]
+        outs = session.run(None, {"draw" if batch is False else "draws": feed, **states})
+        for name, value in zip(names[:2], outs, strict=False):
+            ours[name].append(value[None] if batch is False else value)
+        states = {n.removesuffix("_updated"): v for n, v in zip(names[2:], outs[2:], strict=True)}
+    pymc_own = pm.sample_posterior_predictive(
+        posterior, model=model, random_seed=1, progressbar=False
+    ).posterior_predictive
+    for name in ("k", "y"):
+        values = np.concatenate(ours[name])
+        own = pymc_own[name].values.reshape(chains * draws, -1)[: len(values)]
+        assert values.dtype == own.dtype and values.shape == own.shape
+        # Each half of the posterior against PyMC's draws from the same half.
+        for half in (rows[:, 0] > 0, rows[:, 0] < 0):
+            assert_same_distribution(values[half], own[half], name)
+    # The same seed gives the same draws.
+    feed = {"draw" if batch is False else "draws": rows[0] if batch is False else rows[:4]}
+    first = session.run(None, feed | initial_states(proto, seed=3))[1]
+    np.testing.assert_array_equal(first, session.run(None, feed | initial_states(proto, seed=3))[1])
+
+
+def test_posterior_predictive_export_says_what_is_wrong():
+    model = regression_model()
+    with pytest.raises(ValueError, match="draws variables given by the posterior.*beta"):
+        export_posterior_predictive(model, var_names=["beta", "y"])
+    for export in (export_posterior_predictive, export_prior_predictive):
+        with pytest.raises(ValueError, match="Unrecognized var_names.*nope"):
+            export(model, var_names=["nope"])
+    slots = posterior_layout(model)
+    with pytest.raises(KeyError, match="no draws of 'sigma'"):
+        posterior_points({"beta": np.zeros((1, 3, 2)), "counts_rate": np.zeros((1, 3))}, slots)
+    bad = {"beta": np.zeros((1, 3, 3)), "sigma": np.zeros((1, 3)), "counts_rate": np.zeros((1, 3))}
+    with pytest.raises(ValueError, match="'beta' has shape .*\\(2,\\) expected"):
+        posterior_points(bad, slots)
