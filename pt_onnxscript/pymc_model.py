@@ -1,5 +1,6 @@
-"""A PyMC model's log-density and gradient, and its prior predictive sampler, as ONNX models
-(needs the `pymc` extra).
+"""A PyMC model's log-density and gradient, and its prior and posterior predictive samplers,
+as ONNX models, and a sampler of its posterior whose transitions run in ONNX Runtime (`sample`,
+`export_sampler`: pt_onnxscript.pymc.sampling) (needs the `pymc` extra).
 
 The log-density model takes the point as PyMC's samplers see it: one vector of the value
 variables in unconstrained space, raveled and concatenated in `model.value_vars` order. Its
@@ -65,13 +66,29 @@ def logp_and_gradient(model, *, jacobian: bool = True, batch: bool | int = False
     the log-density -inf (nothing checked if the model's check_bounds is off), not an error.
     Many points are PyTensor's own vectorisation of that graph (vectorize_graph).
     """
+    from pt_onnxscript.export import compile_for_export
+
+    point, logp, dlogp = logp_graph(model, jacobian=jacobian, batch=batch)
+    return compile_for_export([point], [logp, dlogp], including=[parameter_checks(model)])
+
+
+def parameter_checks(model) -> str:
+    """The rewrite that gives PyMC's parameter checks the meaning pymc.compile gives them: a
+    log-density of -inf where one fails (none with the model's check_bounds off)."""
+    if model.check_bounds:
+        return "local_check_parameter_to_ninf_switch"
+    return "local_remove_check_parameter"
+
+
+def logp_graph(model, *, jacobian: bool = True, batch: bool | int = False):
+    """The point (or with `batch` the (K, n) points) variable and `model`'s log-density and
+    gradient of it, as symbolic PyTensor variables (logp_and_gradient compiles them)."""
     import pytensor
     import pytensor.tensor as pt
     from pymc.pytensorf import join_nonshared_inputs, rewrite_pregrad
     from pytensor.graph.replace import vectorize_graph
 
     from pt_onnxscript.errors import UnsupportedOpError
-    from pt_onnxscript.export import compile_for_export
 
     size = _batch_size(batch)
     if not model.value_vars:
@@ -88,7 +105,8 @@ def logp_and_gradient(model, *, jacobian: bool = True, batch: bool | int = False
     )
     point.name = "point"
     if size is not False:
-        points = pt.tensor("points", dtype=point.type.dtype, shape=(size, *point.type.shape))
+        n = layout(model)[-1].stop
+        points = pt.tensor("points", dtype=point.type.dtype, shape=(size, n))
         try:
             logp, dlogp = vectorize_graph([logp, dlogp], replace={point: points})
         except (NotImplementedError, TypeError) as err:
@@ -98,12 +116,7 @@ def logp_and_gradient(model, *, jacobian: bool = True, batch: bool | int = False
                 "call (batch=False) and call it once per point."
             ) from err
         point = points
-    checks = (
-        "local_check_parameter_to_ninf_switch"
-        if model.check_bounds
-        else "local_remove_check_parameter"
-    )
-    return compile_for_export([point], [logp, dlogp], including=[checks])
+    return point, logp, dlogp
 
 
 def _batch_size(batch) -> bool | int | None:
@@ -431,3 +444,16 @@ def initial_states(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
         "the model has no random states: it was not written by export_prior_predictive or "
         "export_posterior_predictive"
     )
+
+
+# The sampler lives in pt_onnxscript.pymc.sampling (which imports this module): its entry
+# points are found here too, where users look for the rest.
+_SAMPLING = ("sample", "export_sampler")
+
+
+def __getattr__(name: str):
+    if name in _SAMPLING:
+        from pt_onnxscript.pymc import sampling
+
+        return getattr(sampling, name)
+    raise AttributeError(f"module 'pt_onnxscript.pymc_model' has no attribute {name!r}")
