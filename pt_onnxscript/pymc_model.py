@@ -85,8 +85,11 @@ def logp_graph(model, *, jacobian: bool = True, batch: bool | int = False):
     gradient of it, as symbolic PyTensor variables (logp_and_gradient compiles them)."""
     import pytensor
     import pytensor.tensor as pt
+    from pymc.logprob import utils as logprob_utils
     from pymc.pytensorf import join_nonshared_inputs, rewrite_pregrad
     from pytensor.graph.replace import vectorize_graph
+    from pytensor.graph.rewriting.basic import in2out
+    from pytensor.graph.rewriting.utils import rewrite_graph
 
     from pt_onnxscript.errors import UnsupportedOpError
 
@@ -103,6 +106,10 @@ def logp_graph(model, *, jacobian: bool = True, batch: bool | int = False):
     [logp, dlogp], point = join_nonshared_inputs(
         model.initial_point(), [logp, dlogp], model.value_vars
     )
+    # PyMC's parameter checks given their meaning here, not by the rewrites of a compiled
+    # function: a graph that takes these (the sampler's, in a Scan) gets them done.
+    check = in2out(getattr(logprob_utils, parameter_checks(model)))
+    logp, dlogp = rewrite_graph([logp, dlogp], include=(), custom_rewrite=check)
     point.name = "point"
     if size is not False:
         n = layout(model)[-1].stop

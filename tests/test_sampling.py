@@ -128,3 +128,24 @@ def test_bad_input_is_refused_before_any_work():
         sample(model, target_accept=1.2)
     with pytest.raises(ValueError, match="chains must be an integer >= 1"):
         sample(model, chains=0)
+
+
+def test_a_trajectory_that_leaves_the_support_diverges_without_error():
+    """A step size far too large drives the logistic regression's probabilities to NaN
+    inside the leapfrog Loop: PyMC's parameter checks give -inf there (as its samplers see
+    them), the transition reports divergences and keeps the chains where they were (the
+    check raised from inside the Loop)."""
+    model = logistic_regression()
+    session = ort.InferenceSession(export_sampler(model, chains=4).SerializeToString())
+    start = ravel_point(model.initial_point(), layout(model))
+    position = np.tile(start, (4, 1))
+    feed = {
+        "position": position,
+        "step_size": np.array(1e4),
+        "inv_mass": np.ones(start.size),
+        "n_steps": np.array(3, dtype=np.int64),
+        "rng": state_from_generator(np.random.default_rng(0)),
+    }
+    results = dict(zip(OUTPUTS, session.run(None, feed), strict=True))
+    assert results["diverging"].all() and (results["accept_prob"] == 0).all()
+    np.testing.assert_array_equal(results["next_position"], position)
