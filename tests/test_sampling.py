@@ -37,7 +37,37 @@ def logistic_regression():
     return model
 
 
-@pytest.fixture(scope="module", params=[eight_schools, logistic_regression])
+def robust_regression():
+    """A Student-T likelihood with a learned nu: its gradient calls digamma."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=100)
+    y = 1 + 2 * x + rng.standard_t(3, size=100)
+    with pm.Model() as model:
+        a = pm.Normal("a", 0, 5)
+        b = pm.Normal("b", 0, 5)
+        sigma = pm.HalfNormal("sigma", 2)
+        nu = pm.Gamma("nu", 2, 0.1)
+        pm.StudentT("y", nu=nu, mu=a + b * x, sigma=sigma, observed=y)
+    return model
+
+
+def hierarchical():
+    """Group means indexed by each observation's group (its gradient a scatter-add)."""
+    rng = np.random.default_rng(2)
+    group = rng.integers(0, 10, 200)
+    y = rng.normal(size=200) + group / 5
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        tau = pm.HalfNormal("tau", 1)
+        theta = pm.Normal("theta", mu, tau, shape=10)
+        sigma = pm.HalfNormal("sigma", 1)
+        pm.Normal("y", theta[group], sigma, observed=y)
+    return model
+
+
+@pytest.fixture(
+    scope="module", params=[eight_schools, logistic_regression, robust_regression, hierarchical]
+)
 def sampled(request):
     model = request.param()
     ours = sample(model, draws=300, tune=500, chains=32, random_seed=3, progressbar=False)

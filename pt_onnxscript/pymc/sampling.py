@@ -11,9 +11,9 @@ trajectory lengths in Hamiltonian Monte Carlo", AISTATS 2021), the many-chain HM
 adapts a trajectory length shared by all chains, jittered at each transition, in place of
 NUTS's per-chain trees, which a fixed-size graph cannot build without running the longest
 chain's tree for all. Warm-up adapts, from all chains at once: the step size by dual
-averaging (Stan's, on the chains' mean acceptance probability), a diagonal mass matrix from
-the chains' draws in Stan's doubling windows, and the trajectory length by Adam on the ChEES
-criterion. Chains start at PyMC's jittered initial points (uniform in [-1, 1] around the
+averaging (Stan's, on the chains' harmonic mean acceptance probability, as ChEES does), a
+diagonal mass matrix from the chains' draws in Stan's doubling windows, and the trajectory
+length by Adam on the ChEES criterion. Chains start at PyMC's jittered initial points (uniform in [-1, 1] around the
 initial point in the unconstrained space).
 
 The transition is a PyTensor graph (`transition_function`), exported by this package;
@@ -343,7 +343,7 @@ def sample(
         position, state = results["next_position"], results["rng_updated"]
         if warming:
             accept = results["accept_prob"]
-            step_size = adaptation.update(float(np.mean(accept)))
+            step_size = adaptation.update(_harmonic_mean(accept))
             gradient = _chees_gradient(
                 previous, results["proposal"], results["velocity"], accept, inv_mass, jittered
             )
@@ -384,6 +384,13 @@ def sample(
         chains,
         elapsed,
     )
+
+
+def _harmonic_mean(accept) -> float:
+    """The chains' harmonic mean acceptance probability, what ChEES adapts the step size to
+    (Hoffman, Radul & Sountsov 2021): a few chains that reject pull it down, where the
+    arithmetic mean let the step grow until the chains in a funnel's neck diverged."""
+    return float(len(accept) / np.sum(1.0 / np.maximum(accept, 1e-10)))
 
 
 def _count(value, name: str) -> int:
