@@ -9,7 +9,8 @@ import pytest
 pm = pytest.importorskip("pymc")
 az = pytest.importorskip("arviz")
 
-from pt_onnxscript.pymc.sampling import INPUTS, OUTPUTS
+from pt_onnxscript import export_onnx
+from pt_onnxscript.pymc.sampling import OUTPUTS, RUN_INPUTS, RUN_OUTPUTS, transition_function
 from pt_onnxscript.pymc_model import export_sampler, layout, ravel_point, read_layout, sample
 from pt_onnxscript.rng import state_from_generator
 
@@ -110,34 +111,38 @@ def test_the_same_seed_gives_the_same_draws():
     assert not np.array_equal(first, other)
 
 
-def test_the_exported_transition_runs_without_pymc(tmp_path):
+def test_the_exported_sampler_runs_without_pymc(tmp_path):
+    """The whole run, warm-up included, in one ONNX Runtime call with plain arrays: the
+    starts jittered around the initial point its metadata holds."""
+    import json
+
     model = eight_schools()
     path = tmp_path / "sampler.onnx"
-    export_sampler(model, path, chains=8)
+    export_sampler(model, path, chains=8, tune=150)
     proto = onnx.load(str(path))
     onnx.checker.check_model(proto, full_check=True)
     slots = read_layout(proto)
     assert slots == layout(model)
+    meta = next(json.loads(e.value) for e in proto.metadata_props if e.key.endswith("sampler"))
+    assert (meta["chains"], meta["tune"]) == (8, 150)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    assert [i.name for i in session.get_inputs()] == list(INPUTS)
-    assert [o.name for o in session.get_outputs()] == list(OUTPUTS)
-    start = ravel_point(model.initial_point(), slots)
-    position = np.tile(start, (8, 1))
+    assert [i.name for i in session.get_inputs()] == list(RUN_INPUTS) == meta["inputs"]
+    assert [o.name for o in session.get_outputs()] == list(RUN_OUTPUTS)
+    rng = np.random.default_rng(0)
+    start = np.array(meta["initial_point"])
     feed = {
-        "position": position,
-        "step_size": np.array(0.3),
-        "inv_mass": np.ones(start.size),
-        "n_steps": np.array(5, dtype=np.int64),
-        "rng": state_from_generator(np.random.default_rng(0)),
+        "position": start + rng.uniform(-1, 1, (8, start.size)),
+        "draws": np.array(40, dtype=np.int64),
+        "target_accept": np.array(0.8),
+        "rng": state_from_generator(rng),
     }
-    results = dict(zip(OUTPUTS, session.run(None, feed), strict=True))
-    assert results["next_position"].shape == (8, start.size)
-    assert results["diverging"].dtype == bool and not results["diverging"].any()
-    assert ((0 <= results["accept_prob"]) & (results["accept_prob"] <= 1)).all()
-    moved = (results["next_position"] != position).any(axis=1)
-    assert moved.any() and (results["accept_prob"][moved] > 0).all()
+    results = dict(zip(RUN_OUTPUTS, session.run(None, feed), strict=True))
+    assert results["positions"].shape == (40, 8, start.size)
+    assert results["n_steps"].shape == (40,) and (results["n_steps"] >= 1).all()
+    assert results["step_size"] > 0 and results["inv_mass"].shape == (start.size,)
+    assert results["diverging"].dtype == bool
     logp = model.compile_logp()
-    for row, value in zip(results["next_position"], results["logp"], strict=True):
+    for row, value in zip(results["positions"][-1], results["logp"][-1], strict=True):
         point = {s.name: row[s.start : s.stop].reshape(s.shape) for s in slots}
         np.testing.assert_allclose(value, logp(point), rtol=1e-12)
     assert not np.array_equal(results["rng_updated"], feed["rng"])
@@ -166,7 +171,8 @@ def test_a_trajectory_that_leaves_the_support_diverges_without_error():
     them), the transition reports divergences and keeps the chains where they were (the
     check raised from inside the Loop)."""
     model = logistic_regression()
-    session = ort.InferenceSession(export_sampler(model, chains=4).SerializeToString())
+    transition = export_onnx(transition_function(model, 4), output_names=list(OUTPUTS[:-1]))
+    session = ort.InferenceSession(transition.SerializeToString())
     start = ravel_point(model.initial_point(), layout(model))
     position = np.tile(start, (4, 1))
     feed = {

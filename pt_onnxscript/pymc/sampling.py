@@ -16,18 +16,19 @@ diagonal mass matrix from the chains' draws in Stan's doubling windows, and the 
 length by Adam on the ChEES criterion. Chains start at PyMC's jittered initial points (uniform in [-1, 1] around the
 initial point in the unconstrained space).
 
-The transition is a PyTensor graph (`transition_function`), exported by this package;
-`sample` drives it from Python (NumPy for the adaptation) and packages the draws as an
-InferenceData like `pm.sample`'s.
+The whole run is one PyTensor graph (`run_function`: a Scan over the transitions, each a
+Scan over its leapfrog steps, the adaptation arithmetic between them), exported by this
+package as one ONNX model (`export_sampler`) that any ONNX Runtime binding runs with plain
+arrays; `sample` runs it once and packages the draws as an InferenceData like `pm.sample`'s.
 """
 
 import time
 
 import numpy as np
 
-from pt_onnxscript.pymc_model import layout, logp_graph, parameter_checks
+from pt_onnxscript.pymc_model import layout, logp_graph
 
-# What the transition model takes and gives (`export_sampler` writes them in its metadata).
+# What one transition (`transition_function`) takes and gives.
 INPUTS = ("position", "step_size", "inv_mass", "n_steps", "rng")
 OUTPUTS = (
     "next_position",
@@ -52,20 +53,40 @@ def transition_function(model, chains: int):
     advanced state."""
     import pytensor
     import pytensor.tensor as pt
-    from pytensor.graph.replace import graph_replace
 
     from pt_onnxscript.export import compile_for_export
 
-    points, logp, dlogp = logp_graph(model, batch=chains)
-    n = points.type.shape[1]
+    density, n = _density(model, chains)
     position = pt.tensor("position", dtype="float64", shape=(chains, n))
     step_size = pt.scalar("step_size", dtype="float64")
     inv_mass = pt.tensor("inv_mass", dtype="float64", shape=(n,))
     n_steps = pt.scalar("n_steps", dtype="int64")
     rng = pytensor.shared(np.random.default_rng(0), name="rng")
+    results, next_rng = _transition(density, position, step_size, inv_mass, n_steps, rng)
+    return compile_for_export(
+        [position, step_size, inv_mass, n_steps],
+        [results[name] for name in OUTPUTS[:-1]],
+        updates={rng: next_rng},
+    )
+
+
+def _density(model, chains: int):
+    """``density(q)``: the log-densities and gradients of `model` at the (chains, n) points
+    `q`, symbolic; and n."""
+    from pytensor.graph.replace import graph_replace
+
+    points, logp, dlogp = logp_graph(model, batch=chains)
 
     def density(q):
         return graph_replace([logp, dlogp], {points: q}, strict=False)
+
+    return density, points.type.shape[1]
+
+
+def _transition(density, position, step_size, inv_mass, n_steps, rng):
+    """One HMC transition of every chain (rows of `position`): the results named as OUTPUTS
+    and the advanced random generator."""
+    import pytensor.tensor as pt
 
     def kinetic(p):
         return 0.5 * pt.sum(p * p * inv_mass, axis=1)
@@ -77,8 +98,8 @@ def transition_function(model, chains: int):
         return q_new, p_half + 0.5 * step_size * g_new, g_new, logp_new
 
     logp0, grad0 = density(position)
-    z = pt.random.normal(0.0, 1.0, size=(chains, n), rng=rng)
-    u = pt.random.uniform(0.0, 1.0, size=(chains,), rng=z.owner.outputs[0])
+    z = pt.random.normal(0.0, 1.0, size=position.shape, rng=rng)
+    u = pt.random.uniform(0.0, 1.0, size=position.shape[:1], rng=z.owner.outputs[0])
     momentum = z / pt.sqrt(inv_mass)
     h0 = -logp0 + kinetic(momentum)
     trajectory = _scan(leapfrog, outputs_info=[position, momentum, grad0, logp0], n_steps=n_steps)
@@ -87,23 +108,181 @@ def transition_function(model, chains: int):
     error = h1 - h0
     diverging = pt.isnan(error) | (error > MAX_ENERGY_ERROR)
     log_accept = pt.switch(diverging, -np.inf, -error)
-    accept_prob = pt.exp(pt.minimum(log_accept, 0.0))
     accepted = pt.log(u) < log_accept
-    outputs = [
-        pt.switch(accepted[:, None], q1, position),
-        pt.switch(accepted, logp1, logp0),
-        accept_prob,
-        diverging,
-        pt.switch(accepted, h1, h0),
-        q1,
-        p1 * inv_mass,
+    results = {
+        "next_position": pt.switch(accepted[:, None], q1, position),
+        "logp": pt.switch(accepted, logp1, logp0),
+        "accept_prob": pt.exp(pt.minimum(log_accept, 0.0)),
+        "diverging": diverging,
+        "energy": pt.switch(accepted, h1, h0),
+        "proposal": q1,
+        "velocity": p1 * inv_mass,
+    }
+    return results, u.owner.outputs[0]
+
+
+# What the whole-run model (`run_function`) takes and gives.
+RUN_INPUTS = ("position", "draws", "target_accept", "rng")
+RUN_OUTPUTS = (
+    "positions",
+    "logp",
+    "accept_prob",
+    "diverging",
+    "energy",
+    "n_steps",
+    "step_size",
+    "inv_mass",
+    "trajectory_length",
+    "rng_updated",
+)
+
+
+def run_function(model, chains: int, tune: int):
+    """A whole run of `chains` chains of `model` as one graph, compiled for export: `tune`
+    warm-up transitions, then ``draws`` (an input) at the adapted values. Inputs: the chains'
+    initial ``position`` (chains, n), ``draws``, ``target_accept`` and the random state
+    ``rng``; outputs the draws' ``positions`` (draws, chains, n) and their ``logp``,
+    ``accept_prob``, ``diverging``, ``energy``, each transition's ``n_steps`` (draws,), and
+    the adapted ``step_size``, ``inv_mass`` and ``trajectory_length``.
+
+    Warm-up, from all chains at once: the step size by Stan's dual averaging on the chains'
+    harmonic mean acceptance probability (ChEES's choice: a few rejecting chains pull it
+    down), restarted after each mass matrix window; a diagonal mass matrix, Stan's
+    regularized variance of every chain's draws in Stan's doubling windows (`_windows`);
+    the trajectory length by Adam (beta1 0, beta2 0.95, rate 0.025) ascending the ChEES
+    criterion, at least one step and at most 1,000. Each transition's length is the
+    trajectory length times 2 h, h the base-2 Halton sequence's term."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from pt_onnxscript.export import compile_for_export
+
+    density, n = _density(model, chains)
+    position = pt.tensor("position", dtype="float64", shape=(chains, n))
+    draws = pt.scalar("draws", dtype="int64")
+    target = pt.scalar("target_accept", dtype="float64")
+    rng = pytensor.shared(np.random.default_rng(0), name="rng")
+
+    k = pt.arange(1, tune + draws + 1).astype("float64")  # the transitions, from 1
+    warming = k <= tune
+    collect = warming & (k > int(0.15 * tune))
+    ends = np.array(sorted(_windows(tune)) or [-1], dtype="float64")
+    window_end = pt.any(pt.eq(k[:, None], ends[None, :]), axis=1)
+    final = pt.eq(k, tune)
+    bits = np.arange(32, dtype="float64")
+    halton = pt.sum((pt.floor(k[:, None] / 2.0**bits) % 2) * 0.5 ** (bits + 1), axis=1)
+
+    step0 = 0.25 / n**0.25
+
+    def iteration(h, warm, keep, end, last, q, step, *states):
+        # Stan's dual averaging: log step bar, h bar, count, mu; Adam: log
+        # trajectory length, second moment, count; the window's sums and count; the mass
+        # matrix; then the generator and the target acceptance.
+        log_step_bar, h_bar, count, mu, length, second, adam_count = states[:7]
+        total, squares, kept, inv_mass, r, goal = states[7:]
+        jittered = pt.exp(length) * 2 * h
+        n_steps = pt.maximum(1, pt.ceil(jittered / step)).astype("int64")
+        out, next_r = _transition(density, q, step, inv_mass, n_steps, r)
+        accept, q1 = out["accept_prob"], out["next_position"]
+        # Dual averaging, to the chains' harmonic mean acceptance probability.
+        mean_accept = chains / pt.sum(1.0 / pt.maximum(accept, 1e-10))
+        count1 = count + 1
+        eta = 1.0 / (count1 + 10.0)
+        h_bar1 = (1 - eta) * h_bar + eta * (goal - mean_accept)
+        log_step1 = mu - pt.sqrt(count1) / 0.05 * h_bar1
+        weight = count1**-0.75
+        log_step_bar1 = weight * log_step1 + (1 - weight) * log_step_bar
+        new_step = pt.exp(log_step1)
+        # Adam on the ChEES criterion.
+        gradient = _chees(q, out["proposal"], out["velocity"], accept, inv_mass, jittered)
+        adam_count1 = adam_count + 1
+        second1 = 0.95 * second + 0.05 * gradient**2
+        corrected = second1 / (1 - 0.95**adam_count1)
+        length1 = length + 0.025 * gradient / (pt.sqrt(corrected) + 1e-8)
+        length1 = pt.clip(length1, pt.log(new_step), pt.log(1000 * new_step))
+        # The mass matrix's window: Stan's regularized variance at its end, then a new one,
+        # and the dual averaging restarted from the step size reached.
+        total1 = total + pt.switch(keep, q1.sum(axis=0), 0.0)
+        squares1 = squares + pt.switch(keep, (q1 * q1).sum(axis=0), 0.0)
+        kept1 = kept + pt.switch(keep, float(chains), 0.0)
+        mean = total1 / pt.maximum(kept1, 1.0)
+        variance = pt.maximum(squares1 / pt.maximum(kept1, 1.0) - mean * mean, 0.0)
+        estimate = (kept1 / (kept1 + 5.0)) * variance + 1e-3 * (5.0 / (kept1 + 5.0))
+        log_new = pt.log(new_step)
+        new_states = [
+            pt.switch(end, log_new, log_step_bar1),
+            pt.switch(end, 0.0, h_bar1),
+            pt.switch(end, 0.0, count1),
+            pt.switch(end, pt.log(10 * new_step), mu),
+            length1,
+            second1,
+            adam_count1,
+            pt.switch(end, 0.0, total1),
+            pt.switch(end, 0.0, squares1),
+            pt.switch(end, 0.0, kept1),
+            pt.switch(end, estimate, inv_mass),
+        ]
+        step1 = pt.switch(last, pt.exp(new_states[0]), new_step)
+        kept_states = [
+            pt.switch(warm, new, old)
+            for new, old in zip([step1, *new_states], [step, *states[:11]], strict=True)
+        ]
+        stats = [out["logp"], accept, out["diverging"], out["energy"], n_steps]
+        return [q1, *kept_states, next_r, *stats]
+
+    log0 = np.log(step0)
+    scalars = (step0, log0, 0.0, 0.0, np.log(10 * step0), log0, 0.0, 0.0)
+    first = [
+        position,
+        *(pt.constant(v, dtype="float64") for v in scalars),
+        pt.zeros(n, dtype="float64"),
+        pt.zeros(n, dtype="float64"),
+        pt.constant(0.0, dtype="float64"),
+        pt.ones(n, dtype="float64"),
+        rng,
     ]
-    return compile_for_export(
-        [position, step_size, inv_mass, n_steps],
-        outputs,
-        updates={rng: u.owner.outputs[0]},
-        including=[parameter_checks(model)],
+    results = _scan(
+        iteration,
+        sequences=[halton, warming, collect, window_end, final],
+        outputs_info=[*first, None, None, None, None, None],
+        non_sequences=[target],
     )
+    q, step, *states = results[:13]
+    length, inv_mass, next_rng = states[4], states[10], results[13]
+    logp, accept, diverging, energy, steps = results[14:]
+    outputs = [
+        q[tune:],
+        logp[tune:],
+        accept[tune:],
+        diverging[tune:],
+        energy[tune:],
+        steps[tune:],
+        step[-1],
+        inv_mass[-1],
+        pt.exp(length[-1]),
+    ]
+    return compile_for_export([position, draws, target], outputs, updates={rng: next_rng})
+
+
+def _chees(previous, proposal, velocity, accept, inv_mass, length):
+    """The ChEES criterion's gradient in the log trajectory length, averaged over the chains
+    weighted by their acceptance probabilities (Hoffman, Radul & Sountsov 2021, eq. 6), in
+    the coordinates the mass matrix whitens; chains whose proposal is not finite (a
+    divergence) left out of the means and the average."""
+    import pytensor.tensor as pt
+
+    scale = pt.sqrt(inv_mass)
+    finite = pt.all(~pt.isnan(proposal) & ~pt.isinf(proposal), axis=1)
+    count = pt.maximum(pt.sum(finite), 1)
+    centre = pt.sum(pt.switch(finite[:, None], proposal, 0.0), axis=0) / count
+    x0 = (previous - previous.mean(axis=0)) / scale
+    x1 = (proposal - centre) / scale
+    v1 = velocity / scale
+    terms = length * ((x1 * x1).sum(1) - (x0 * x0).sum(1)) * (x1 * v1).sum(1)
+    usable = ~pt.isnan(terms) & ~pt.isinf(terms) & (accept > 0)
+    weights = pt.switch(usable, accept, 0.0)
+    total = pt.sum(weights * pt.switch(usable, terms, 0.0))
+    return pt.switch(pt.sum(weights) > 0, total / pt.maximum(pt.sum(weights), 1e-300), 0.0)
 
 
 def _scan(step, **kwargs):
@@ -117,37 +296,45 @@ def _scan(step, **kwargs):
     return pytensor.scan(step, **kwargs)[0]
 
 
-def export_sampler(model, path=None, *, chains: int = 32, opset: int | None = None):
-    """Export `model`'s HMC transition of `chains` chains (`transition_function`): inputs
-    and outputs named as INPUTS and OUTPUTS, the point layout and the chains in the
-    metadata (``pt_onnxscript.layout``, ``pt_onnxscript.sampler``), so any ONNX Runtime
-    binding can run the chains with plain arrays. Returns the onnx.ModelProto (also written
-    to `path` if given)."""
+def export_sampler(
+    model, path=None, *, chains: int = 32, tune: int = 1000, opset: int | None = None
+):
+    """Export a whole run of `model`'s sampler (`run_function`): `chains` chains, `tune`
+    warm-up transitions, then as many draws as its ``draws`` input asks, in one ONNX Runtime
+    call. Inputs and outputs are named as RUN_INPUTS and RUN_OUTPUTS; the point layout, the
+    model's initial point (to jitter the chains' starts from) and the rest in the metadata
+    (``pt_onnxscript.layout``, ``pt_onnxscript.sampler``), so any ONNX Runtime binding can
+    sample with plain arrays. Returns the onnx.ModelProto (also written to `path` if
+    given)."""
     import json
     from pathlib import Path
 
     import onnx
 
     from pt_onnxscript.export import export_onnx
+    from pt_onnxscript.pymc_model import ravel_point
     from pt_onnxscript.translate import DEFAULT_OPSET
 
     _check_model(model)
-    chains = _positive_int(chains, "chains")
+    chains, tune = _positive_int(chains, "chains"), _count(tune, "tune")
     proto = export_onnx(
-        transition_function(model, chains),
+        run_function(model, chains, tune),
         opset=DEFAULT_OPSET if opset is None else opset,
-        output_names=list(OUTPUTS[:-1]),
+        output_names=list(RUN_OUTPUTS[:-1]),
     )
     names = [value.name for value in proto.graph.input]
-    if names != list(INPUTS):
-        raise AssertionError(f"the sampler's inputs are {names}, not {list(INPUTS)}")
+    if names != list(RUN_INPUTS):
+        raise AssertionError(f"the sampler's inputs are {names}, not {list(RUN_INPUTS)}")
+    slots = layout(model)
     entries = {
-        "pt_onnxscript.layout": [s.__dict__ | {"shape": list(s.shape)} for s in layout(model)],
+        "pt_onnxscript.layout": [s.__dict__ | {"shape": list(s.shape)} for s in slots],
         "pt_onnxscript.sampler": {
+            "algorithm": "ChEES-HMC (Hoffman, Radul & Sountsov 2021), warm-up included",
             "chains": chains,
-            "algorithm": "ChEES-HMC transition (adaptation by the caller)",
-            "inputs": list(INPUTS),
-            "outputs": list(OUTPUTS),
+            "tune": tune,
+            "inputs": list(RUN_INPUTS),
+            "outputs": list(RUN_OUTPUTS),
+            "initial_point": ravel_point(model.initial_point(), slots).tolist(),
         },
     }
     for key, value in entries.items():
@@ -178,56 +365,6 @@ def _positive_int(value, name: str) -> int:
     raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
 
 
-class _DualAveraging:
-    """Stan's step size adaptation (Hoffman & Gelman 2014, with Stan's constants)."""
-
-    def __init__(self, step_size: float, target: float):
-        self.mu = np.log(10 * step_size)
-        self.target = target
-        self.log_step = self.log_step_bar = np.log(step_size)
-        self.h_bar, self.count = 0.0, 0
-
-    def update(self, accept: float) -> float:
-        self.count += 1
-        t = self.count
-        eta = 1.0 / (t + 10.0)
-        self.h_bar = (1 - eta) * self.h_bar + eta * (self.target - accept)
-        self.log_step = self.mu - np.sqrt(t) / 0.05 * self.h_bar
-        weight = t**-0.75
-        self.log_step_bar = weight * self.log_step + (1 - weight) * self.log_step_bar
-        return float(np.exp(self.log_step))
-
-    @property
-    def final(self) -> float:
-        return float(np.exp(self.log_step_bar))
-
-
-class _Adam:
-    """Adam ascending one parameter (the log trajectory length), ChEES's choice: beta1 0,
-    beta2 0.95 (Hoffman, Radul & Sountsov 2021, section 4)."""
-
-    def __init__(self, value: float, rate: float = 0.025):
-        self.value, self.rate, self.second, self.count = value, rate, 0.0, 0
-
-    def step(self, gradient: float) -> float:
-        self.count += 1
-        self.second = 0.95 * self.second + 0.05 * gradient * gradient
-        corrected = self.second / (1 - 0.95**self.count)
-        self.value += self.rate * gradient / (np.sqrt(corrected) + 1e-8)
-        return self.value
-
-
-def _halton(index: int) -> float:
-    """The base-2 Halton (van der Corput) sequence's `index`-th term, in (0, 1): ChEES's
-    jitter of the trajectory length."""
-    result, fraction = 0.0, 0.5
-    while index:
-        result += fraction * (index & 1)
-        index >>= 1
-        fraction /= 2
-    return result
-
-
 def _windows(tune: int) -> set[int]:
     """The warm-up iterations after which the mass matrix is re-estimated: Stan's windows
     (an initial buffer of 15%, then windows doubling from 25 draws, a final 10% buffer)."""
@@ -244,22 +381,6 @@ def _windows(tune: int) -> set[int]:
     return ends
 
 
-def _chees_gradient(previous, proposal, velocity, accept, inv_mass, length):
-    """The ChEES criterion's gradient in the log trajectory length, averaged over chains
-    weighted by their acceptance probabilities (Hoffman, Radul & Sountsov 2021, eq. 6), in
-    the coordinates the mass matrix whitens."""
-    scale = np.sqrt(inv_mass)
-    x0 = (previous - previous.mean(axis=0)) / scale
-    x1 = (proposal - proposal.mean(axis=0)) / scale
-    v1 = velocity / scale
-    terms = length * ((x1 * x1).sum(1) - (x0 * x0).sum(1)) * (x1 * v1).sum(1)
-    usable = np.isfinite(terms) & (accept > 0)
-    if not usable.any():
-        return 0.0
-    weights = accept[usable]
-    return float((weights * terms[usable]).sum() / weights.sum())
-
-
 def sample(
     model,
     draws: int = 1000,
@@ -270,17 +391,19 @@ def sample(
     progressbar: bool = True,
     threads: int | None = None,
 ):
-    """Sample `model`'s posterior with many-chain ChEES-HMC, every transition in ONNX
-    Runtime; returns an arviz.InferenceData like ``pm.sample``'s: ``posterior`` (the free
-    variables in their constrained space and the deterministics, with the model's dims and
-    coords), ``sample_stats`` (diverging, step_size, lp, energy, acceptance_rate,
-    n_steps, the trajectory length) and ``attrs["sampling_time"]``.
+    """Sample `model`'s posterior with many-chain ChEES-HMC, the whole run (warm-up
+    included) one ONNX Runtime call of the model `export_sampler` writes; returns an
+    arviz.InferenceData like ``pm.sample``'s: ``posterior`` (the free variables in their
+    constrained space and the deterministics, with the model's dims and coords),
+    ``sample_stats`` (diverging, step_size, lp, energy, acceptance_rate, n_steps,
+    trajectory_length) and ``attrs["sampling_time"]``.
 
-    `chains` (default 32) run together, each call of the ONNX model moving all of them;
-    `random_seed` (an int, or None for a fresh one) makes the draws reproducible; `threads`
-    is ONNX Runtime's threads per node (None: its default, one per core). The sampling time
+    `chains` (default 32) run together, each transition moving all of them; `random_seed`
+    (an int, or None for a fresh one) makes the draws reproducible for a given number of
+    ONNX Runtime `threads` (None: its default, one per core). The sampling time
     (``attrs["sampling_time"]``, wall seconds, warm-up included) leaves out the export;
-    ``attrs["sampling_cpu_time"]`` is its CPU time.
+    ``attrs["sampling_cpu_time"]`` is its CPU time. `progressbar` says when the run starts
+    and ends (one call has no steps to show).
     """
     import onnxruntime as ort
 
@@ -292,16 +415,14 @@ def sample(
     threads = None if threads is None else _positive_int(threads, "threads")
     if random_seed is not None and not isinstance(random_seed, int | np.integer):
         raise TypeError(f"random_seed must be an int or None, not {type(random_seed).__name__}")
-    if isinstance(random_seed, bool) or not 0 < target_accept < 1:
-        raise ValueError(
-            f"target_accept must be in (0, 1), not {target_accept!r}"
-            if not 0 < target_accept < 1
-            else "random_seed must be an int or None, not a bool"
-        )
+    if isinstance(random_seed, bool):
+        raise TypeError("random_seed must be an int or None, not a bool")
+    if not 0 < target_accept < 1:
+        raise ValueError(f"target_accept must be in (0, 1), not {target_accept!r}")
     seeds = np.random.SeedSequence(random_seed)
-    driver, transitions = (np.random.default_rng(child) for child in seeds.spawn(2))
+    starts, transitions = (np.random.default_rng(child) for child in seeds.spawn(2))
 
-    proto = export_sampler(model, chains=chains)
+    proto = export_sampler(model, chains=chains, tune=tune)
     options = ort.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
@@ -310,101 +431,37 @@ def sample(
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     slots = layout(model)
-    n = slots[-1].stop
-    position = _initial_positions(model, slots, chains, driver)
-    inv_mass = np.ones(n)
-    step_size = 0.25 / n**0.25
-    adaptation = _DualAveraging(step_size, target_accept)
-    log_length = _Adam(np.log(step_size))
-    windows, window = _windows(tune), []
-    state = state_from_generator(transitions)
-
-    keep = {"next_position": [], "logp": [], "accept_prob": [], "diverging": [], "energy": []}
-    stats_steps, stats_step_size, stats_length = [], [], []
+    feed = {
+        "position": _initial_positions(model, slots, chains, starts),
+        "draws": np.array(draws, dtype=np.int64),
+        "target_accept": np.array(float(target_accept)),
+        "rng": state_from_generator(transitions),
+    }
+    if progressbar:
+        print(f"Sampling {chains} chains: {tune} warm-up and {draws} draw transitions...")
     start, cpu_start = time.perf_counter(), time.process_time()
-    total = tune + draws
-    for iteration in range(total):
-        warming = iteration < tune
-        # ChEES's jitter: the length times 2 h for h in (0, 1), h a Halton term.
-        jittered = np.exp(log_length.value) * 2 * _halton(iteration + 1)
-        n_steps = int(max(1, np.ceil(jittered / step_size)))
-        previous = position
-        outs = session.run(
-            None,
-            {
-                "position": position,
-                "step_size": np.array(step_size),
-                "inv_mass": inv_mass,
-                "n_steps": np.array(n_steps, dtype=np.int64),
-                "rng": state,
-            },
-        )
-        results = dict(zip(OUTPUTS, outs, strict=True))
-        position, state = results["next_position"], results["rng_updated"]
-        if warming:
-            accept = results["accept_prob"]
-            step_size = adaptation.update(_harmonic_mean(accept))
-            gradient = _chees_gradient(
-                previous, results["proposal"], results["velocity"], accept, inv_mass, jittered
-            )
-            log_length.step(gradient)
-            # The trajectory at least one step, and no longer than 1,000 steps.
-            log_length.value = float(
-                np.clip(log_length.value, np.log(step_size), np.log(1000 * step_size))
-            )
-            if iteration >= int(0.15 * tune):
-                window.append(position)
-            if iteration + 1 in windows:
-                inv_mass = _mass_from(np.concatenate(window))
-                window = []
-                adaptation = _DualAveraging(step_size, target_accept)
-            if iteration + 1 == tune:
-                step_size = adaptation.final
-        else:
-            for name, values in keep.items():
-                values.append(results[name])
-            stats_steps.append(n_steps)
-            stats_step_size.append(step_size)
-            stats_length.append(n_steps * step_size)
-        if progressbar and (iteration + 1) % max(1, total // 20) == 0:
-            phase = "tuning" if warming else "sampling"
-            print(f"\r{iteration + 1}/{total} ({phase})", end="", flush=True)
+    results = dict(zip(RUN_OUTPUTS, session.run(None, feed), strict=True))
     elapsed = time.perf_counter() - start, time.process_time() - cpu_start
     if progressbar:
-        print()
-    return _inference_data(
-        model,
-        slots,
-        {name: np.stack(values, axis=1) for name, values in keep.items()},
-        {
-            "n_steps": np.array(stats_steps),
-            "step_size": np.array(stats_step_size),
-            "trajectory_length": np.array(stats_length),
-        },
-        chains,
-        elapsed,
-    )
-
-
-def _harmonic_mean(accept) -> float:
-    """The chains' harmonic mean acceptance probability, what ChEES adapts the step size to
-    (Hoffman, Radul & Sountsov 2021): a few chains that reject pull it down, where the
-    arithmetic mean let the step grow until the chains in a funnel's neck diverged."""
-    return float(len(accept) / np.sum(1.0 / np.maximum(accept, 1e-10)))
+        print(f"... took {elapsed[0]:.1f} s")
+    steps = np.broadcast_to(results["n_steps"], (chains, draws))
+    step_size = float(results["step_size"])
+    kept = {
+        name: np.swapaxes(results[name], 0, 1)
+        for name in ("positions", "logp", "accept_prob", "diverging", "energy")
+    }
+    stats = {
+        "n_steps": steps.copy(),
+        "step_size": np.full((chains, draws), step_size),
+        "trajectory_length": steps * step_size,
+    }
+    return _inference_data(model, slots, kept, stats, chains, elapsed)
 
 
 def _count(value, name: str) -> int:
     if isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0:
         return int(value)
     raise ValueError(f"{name} must be an integer >= 0, not {value!r}")
-
-
-def _mass_from(positions):
-    """Stan's regularized diagonal inverse mass matrix from the window's draws of every
-    chain: their variance shrunk towards 1e-3."""
-    count = len(positions)
-    variance = positions.var(axis=0)
-    return (count / (count + 5.0)) * variance + 1e-3 * (5.0 / (count + 5.0))
 
 
 def _initial_positions(model, slots, chains, rng):
@@ -434,7 +491,7 @@ def _inference_data(model, slots, kept, steps, chains, elapsed):
     from pymc.util import get_default_varnames
     from pytensor.graph.replace import graph_replace, vectorize_graph
 
-    positions = kept["next_position"]  # (chains, draws, n)
+    positions = kept["positions"]  # (chains, draws, n)
     draws = positions.shape[1]
     names = get_default_varnames(
         [var.name for var in model.free_RVs + model.deterministics], include_transformed=False
