@@ -215,6 +215,11 @@ def export_onnx(
     the same draws.
     """
     check_opset(opset)
+    if dims is not None and not isinstance(dims, Mapping):
+        raise TypeError(
+            f"dims must map input names to their dims, such as {{'x': ('batch', 4)}}, not "
+            f"a {type(dims).__name__} ({dims!r})"
+        )
     if path is None and external_data:
         raise ValueError("external_data=True needs a path to write the data file beside")
     with no_cyclic_gc():  # the graph's copy, the translation, the checked model

@@ -841,3 +841,9 @@ def test_outputs_that_are_inputs_or_repeated_stay_distinct_graph_outputs():
     value = np.array([1.0, -2.0])
     for got, expected in zip(session.run(None, {"x": value}), [value, 2 * value, 2 * value, value]):
         np.testing.assert_array_equal(got, expected)
+
+
+def test_dims_given_as_a_list_say_what_they_should_be():
+    x = pt.matrix("x")
+    with pytest.raises(TypeError, match="dims must map input names to their dims.*not a list"):
+        export_onnx(([x], [x * 2]), dims=[("n", "m")])

@@ -20,6 +20,7 @@ import pytensor.scalar.math as psm
 from onnxscript import DOUBLE
 from onnxscript import opset18 as op18
 
+from pt_onnxscript.errors import UnsupportedOpError
 from pt_onnxscript.ops.common import inline_in_float64
 from pt_onnxscript.ops.scalar.constants import NAN
 from pt_onnxscript.ops.scalar.math import cos_float64, sin_float64
@@ -512,7 +513,7 @@ def _order(node, v) -> int:
     order = v.const_value
     values = None if order is None else np.unique(order.numpy())
     if values is None or values.size != 1 or values[0] not in (0, 1, 2):
-        raise NotImplementedError(
+        raise UnsupportedOpError(
             f"{type(node.op).__name__}(v, x) is translated for a constant order v of 0, 1 or 2 "
             f"only (what i0, i1, j0, j1 and their gradients use); here v is "
             f"{'not a constant' if values is None else values}. Use pt.i0/pt.i1/pt.j0/pt.j1 "
