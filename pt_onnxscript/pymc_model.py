@@ -69,7 +69,7 @@ def logp_and_gradient(model, *, jacobian: bool = True, batch: bool | int = False
     from pt_onnxscript.export import compile_for_export
 
     point, logp, dlogp = logp_graph(model, jacobian=jacobian, batch=batch)
-    return compile_for_export([point], [logp, dlogp], including=[parameter_checks(model)])
+    return compile_for_export([point], [logp, dlogp])
 
 
 def parameter_checks(model) -> str:
@@ -118,9 +118,10 @@ def logp_graph(model, *, jacobian: bool = True, batch: bool | int = False):
             logp, dlogp = vectorize_graph([logp, dlogp], replace={point: points})
         except (NotImplementedError, TypeError) as err:
             raise UnsupportedOpError(
-                "export_logp(batch=...): PyTensor cannot vectorize this model's log-density "
-                f"over many points ({type(err).__name__}: {err}). Export it one point per "
-                "call (batch=False) and call it once per point."
+                "PyTensor cannot vectorize this model's log-density over many points "
+                f"({type(err).__name__}: {err}). Export it one point per call "
+                "(export_logp(model, batch=False)) and call it once per point; the sampler "
+                "needs the many-point one (sample such a model with pm.sample)."
             ) from err
         point = points
     return point, logp, dlogp
