@@ -503,6 +503,28 @@ def is_zero(var) -> bool:
     return isinstance(var, Constant) and var.type.ndim == 0 and var.data == 0
 
 
+def length_at_least_zero_of(node, root=lambda var: var):
+    """n if Elemwise `node` is ``maximum(n, 0)`` or ``switch(0 < n, n, 0)`` of a length n
+    (>= 0, `is_length`), its operands read through `root`; else None."""
+    scalar_op = node.op.scalar_op
+    if isinstance(scalar_op, ps.ScalarMaximum):
+        a, b = (root(var) for var in node.inputs)
+        n = a if is_zero(b) else b if is_zero(a) else None
+    elif isinstance(scalar_op, ps.Switch):
+        condition, then, other = node.inputs
+        test = condition.owner
+        if test is None or not isinstance(test.op, Elemwise):
+            return None
+        if not isinstance(test.op.scalar_op, ps.LT):
+            return None
+        zero, n = (root(var) for var in test.inputs)
+        if not (is_zero(zero) and is_zero(root(other)) and root(then) is n):
+            return None
+    else:
+        return None
+    return n if n is not None and is_length(n) else None
+
+
 @node_rewriter([Elemwise])
 def length_at_least_zero(fgraph, node):
     """``switch(0 < n, n, 0)`` and ``maximum(n, 0)`` of a length n (>= 0) -> n. PyTensor's
@@ -510,25 +532,8 @@ def length_at_least_zero(fgraph, node):
     number of points of a batched log-density), and then cannot see that two of its dims are
     one: each of its "Could not broadcast dimensions" Asserts compared n with max(n, 0)
     (14 in a hierarchical model's batched logp and gradient, ~5 ONNX nodes each)."""
-    scalar_op = node.op.scalar_op
-    if isinstance(scalar_op, ps.ScalarMaximum):
-        a, b = node.inputs
-        n = a if is_zero(b) else b if is_zero(a) else None
-    elif isinstance(scalar_op, ps.Switch):
-        condition, n, other = node.inputs
-        test = condition.owner
-        if not (
-            is_zero(other)
-            and test is not None
-            and isinstance(test.op, Elemwise)
-            and isinstance(test.op.scalar_op, ps.LT)
-            and is_zero(test.inputs[0])
-            and test.inputs[1] is n
-        ):
-            return None
-    else:
-        return None
-    if n is None or not is_length(n) or n.type != node.outputs[0].type:
+    n = length_at_least_zero_of(node)
+    if n is None or n.type != node.outputs[0].type:
         return None
     return [n]
 

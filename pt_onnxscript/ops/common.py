@@ -13,7 +13,7 @@ from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.subtensor import Subtensor
 
 from pt_onnxscript.optimize import no_negative_zero
-from pt_onnxscript.rewrites import is_length, is_zero
+from pt_onnxscript.rewrites import is_length, length_at_least_zero_of
 from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.scripted import inline
 from pt_onnxscript.translate import constant_value
@@ -275,26 +275,26 @@ def _dim_root(dim, depth: int = 8):
         return dim
     if not isinstance(op, Elemwise):
         return dim
-    scalar_op = op.scalar_op
-    if isinstance(scalar_op, ps.Switch):
-        condition, then, other = (_dim_root(v, depth - 1) for v in owner.inputs)
+
+    def root(var):
+        return _dim_root(var, depth - 1)
+
+    if isinstance(op.scalar_op, ps.Switch):
+        condition = root(owner.inputs[0])
         if isinstance(condition, Constant) and condition.type.ndim == 0:
-            return then if condition.data else other
+            return root(owner.inputs[1] if condition.data else owner.inputs[2])
+        # switch(eq(n, -1), inferred, n) of a length n: Reshape's request
         test = owner.inputs[0].owner
-        if test is None or not isinstance(test.op, Elemwise):
-            return dim
-        a, b = (_dim_root(v, depth - 1) for v in test.inputs)
-        # switch(eq(n, -1), inferred, n) and switch(0 < n, n, 0) of a length n
-        if isinstance(test.op.scalar_op, ps.EQ) and _is_negative(b) and a is other:
-            return a if is_length(a) else dim
-        if isinstance(test.op.scalar_op, ps.LT) and is_zero(a) and b is then and is_zero(other):
-            return b if is_length(b) else dim
-        return dim
-    if isinstance(scalar_op, ps.ScalarMaximum):
-        a, b = (_dim_root(v, depth - 1) for v in owner.inputs)
-        n = a if is_zero(b) else b if is_zero(a) else None
-        return n if n is not None and is_length(n) else dim
-    return dim
+        if (
+            test is not None
+            and isinstance(test.op, Elemwise)
+            and isinstance(test.op.scalar_op, ps.EQ)
+        ):
+            a, b = (root(var) for var in test.inputs)
+            if _is_negative(b) and a is root(owner.inputs[2]) and is_length(a):
+                return a
+    n = length_at_least_zero_of(owner, root)
+    return dim if n is None else n
 
 
 def _is_negative(var) -> bool:
