@@ -470,12 +470,24 @@ class Branch(StaticValue):
 
 
 def _branch_nodes(nodes: Sequence[Apply], outputs: Sequence[Variable]) -> dict:
-    """For each IfElse, the nodes (in order) whose results only its then or else branch uses."""
+    """For each IfElse, the nodes (in order) whose results only its then or else branch uses.
+
+    A node the branches of several IfElses use goes to the innermost branch that holds them
+    all (both branches of an IfElse in a branch of another: that branch), or stays out."""
     clients: dict[Variable, list[tuple[Apply, int]]] = {}
     for node in nodes:
         for i, var in enumerate(node.inputs):
             clients.setdefault(var, []).append((node, i))
     owner: dict[Apply, tuple[Apply, int]] = {}
+
+    def enclosing(place) -> list:
+        """The branches holding `place` (an (IfElse, branch) pair), outermost first."""
+        path = []
+        while place is not None:
+            path.append(place)
+            place = owner.get(place[0])
+        return path[::-1]
+
     for node in reversed(nodes):
         owners = set()
         for var in node.outputs:
@@ -486,8 +498,15 @@ def _branch_nodes(nodes: Sequence[Apply], outputs: Sequence[Variable]) -> dict:
                     owners.add((client, 0 if i <= client.op.n_outs else 1))
                 else:
                     owners.add(owner.get(client))
-        if len(owners) == 1 and None not in owners:
-            owner[node] = owners.pop()
+        if not owners or None in owners:
+            continue
+        common = None
+        for places in zip(*(enclosing(place) for place in owners)):
+            if len(set(places)) > 1:
+                break
+            common = places[0]
+        if common is not None:
+            owner[node] = common
     branches: dict[Apply, tuple[list, list]] = {}
     for node in nodes:
         if node in owner:

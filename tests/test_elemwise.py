@@ -204,6 +204,21 @@ def test_values_sized_by_the_same_input_dim_add_no_check(rng):
     compare_onnx_and_py([x], outs, [rng.normal(size=(4, 3))], more_inputs=[[np.ones((2, 3))]])
 
 
+def test_a_fused_output_is_expanded_only_by_inputs_that_can_grow_it(rng):
+    """A fused Composite's output that does not read an input is expanded by its shape only
+    where that input has a dim the output's own inputs broadcast: exp(x) + 1 beside
+    exp(x) * y, y the size of x (a row-reversed x), needs no Shape and Expand."""
+    x = pt.matrix("x", shape=(None, 3))
+    a = pt.exp(x)
+    outs = [a * (x[::-1] * 2), a + 1]
+    compare_onnx_and_py([x], outs, [rng.normal(size=(4, 3))], forbidden_ops=["Expand", "Shape"])
+    # A row or a column still expands to the full shape, as Elemwise gives it.
+    r, c = pt.matrix("r", shape=(1, None)), pt.matrix("c", shape=(None, 1))
+    b = pt.exp(r)
+    outs = [b * c, pt.log1p(b) + c, (b + 1) * pt.ones_like(c)]
+    compare_onnx_and_py([r, c], outs, [rng.normal(size=(1, 3)), rng.normal(size=(2, 1))])
+
+
 def test_a_dim_name_given_to_several_inputs_keeps_the_check():
     """The user's `dims` naming both vectors' length "n" says they should be equal, not that
     they are: a length-1 vector added to a longer one still raises, as in PyTensor."""

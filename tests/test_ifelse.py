@@ -47,6 +47,23 @@ def test_nested_and_shared_computations(rng):
         )
 
 
+def test_what_both_branches_of_an_inner_ifelse_need_runs_in_the_outer_branch(rng):
+    """A value both branches of an IfElse read, that IfElse itself in one branch of another:
+    computed in that branch (not before the outer If, where the other branch would pay it)."""
+    from pt_onnxscript import export_onnx
+
+    a, b = pt.dscalars("a", "b")
+    c1, c2 = pt.scalar("c1", dtype="bool"), pt.scalar("c2", dtype="bool")
+    shared = pt.exp(a) * 3
+    out = ifelse(c1, ifelse(c2, shared + 1, shared - 1), b)
+    for flags in [(True, True), (True, False), (False, True)]:
+        fn, _ = compare_onnx_and_py(
+            [a, b, c1, c2], out, [np.array(0.5), np.array(2.0), *map(np.array, flags)]
+        )
+    model = export_onnx(fn)
+    assert [node.op_type for node in model.graph.node] == ["If"]
+
+
 def test_branches_with_different_shapes():
     c = pt.scalar("c", dtype="bool")
     x = pt.vector("x")

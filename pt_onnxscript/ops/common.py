@@ -8,8 +8,9 @@ import pytensor.scalar.basic as ps
 from pytensor.graph.basic import Constant
 from pytensor.raise_op import Assert
 from pytensor.tensor import constant as tensor_constant
-from pytensor.tensor.basic import MakeVector
+from pytensor.tensor.basic import Join, MakeVector
 from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.shape import Reshape
 from pytensor.tensor.subtensor import Subtensor
 
 from pt_onnxscript.optimize import no_negative_zero
@@ -216,13 +217,43 @@ RUNTIME_BROADCAST = (
 
 
 def known_size(var, value, d: int) -> int | None:
-    """Dim `d` of `var`, if PyTensor's type or the ONNX value's inferred shape (a baked weight's,
-    say) knows it."""
-    if var.type.shape[d] is not None:
-        return var.type.shape[d]
+    """Dim `d` of `var`, if PyTensor's type (`static_size`) or the ONNX value's inferred shape
+    (a baked weight's, say) knows it."""
+    size = static_size(var, d)
+    if size is not None:
+        return size
     shape = value.shape
     if shape is not None and len(shape) == var.type.ndim and isinstance(shape[d], int):
         return shape[d]
+    return None
+
+
+def static_size(var, d: int, depth: int = 4) -> int | None:
+    """Dim `d` of PyTensor variable `var` where its type, or the node making it, fixes it: a
+    Reshape to a constant shape (its -1 from the input's static size), a Join of arrays of
+    static sizes. (A rewrite that folds a Reshape's shape to a constant leaves the type the
+    node was made with; a vectorized log-density's gradient pieces are such Reshapes.)"""
+    ndim = var.type.ndim
+    d = d % ndim if ndim else d
+    if var.type.shape[d] is not None or var.owner is None or depth == 0:
+        return var.type.shape[d]
+    op, inputs = var.owner.op, var.owner.inputs
+    if isinstance(op, Reshape) and isinstance(inputs[1], Constant):
+        shape = [int(n) for n in np.ravel(inputs[1].data)]
+        if shape[d] >= 0:
+            return shape[d]
+        x = inputs[0]
+        sizes = [static_size(x, k, depth - 1) for k in range(x.type.ndim)]
+        rest = [n for k, n in enumerate(shape) if k != d]
+        if None in sizes or -1 in rest or 0 in rest:
+            return None
+        return int(np.prod(sizes, dtype=np.int64)) // int(np.prod(rest, dtype=np.int64))
+    if isinstance(op, Join) and isinstance(inputs[0], Constant):
+        axis = int(inputs[0].data) % ndim
+        sizes = [static_size(x, d, depth - 1) for x in inputs[1:]]
+        if d == axis:
+            return None if None in sizes else sum(sizes)
+        return next((n for n in sizes if n is not None), None)
     return None
 
 

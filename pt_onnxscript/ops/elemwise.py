@@ -1,8 +1,10 @@
 """Elemwise and DimShuffle."""
 
+from pytensor.scalar.basic import Composite
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
 
 from pt_onnxscript.ops.common import check_runtime_broadcast
+from pt_onnxscript.ops.scalar.basic import elemwise_composite
 from pt_onnxscript.registry import register
 from pt_onnxscript.translate import scalar_node, translate_node
 
@@ -12,8 +14,9 @@ def elemwise(g, node, *inputs):
     """Elemwise(scalar_op) -> the scalar op's translation; ONNX broadcasts like NumPy, where
     PyTensor refuses to broadcast a dim of length 1 that was not declared broadcastable."""
     inputs = check_runtime_broadcast(g, node.inputs, inputs, node.outputs[0].type.ndim)
-    outputs = translate_node(g, scalar_node(node), inputs, scalar=True)
-    return outputs
+    if isinstance(node.op.scalar_op, Composite):
+        return elemwise_composite(g, node, inputs)
+    return translate_node(g, scalar_node(node), inputs, scalar=True)
 
 
 @register(DimShuffle)

@@ -104,10 +104,13 @@ def scan(g, node, n_steps, *outer):
                 values[next(mit_mot_vars)] = _row(g, carried[k], at)
         windows = carried[n_mit_mot : n_mit_mot + n_buffers]
         tap_vars = iter(tapped)
-        for window, rows, depth, taps in zip(windows, first_rows, depths, in_taps, strict=True):
+        for window, rows, depth, taps, buffer_var in zip(
+            windows, first_rows, depths, in_taps, buffer_vars, strict=True
+        ):
             for tap in taps:
                 var = next(tap_vars)
                 row = window if depth == 1 else g.Gather(window, ints(g, depth + tap), axis=0)
+                _declare_static_dims(row, var, buffer_var)
                 values[var] = row
                 shape_sources[row] = (rows, 1, var.type.ndim)
         values.update(
@@ -185,6 +188,26 @@ def scan(g, node, n_steps, *outer):
         outputs.append(_settle_stacked(g, rows, _scalar(g, size), done, steps, var))
     outputs.extend(final_untraced)
     return outputs
+
+
+def _declare_static_dims(row, var, buffer_var) -> None:
+    """Give a Loop body's carried `row` of Scan buffer `buffer_var` the dims PyTensor fixes
+    for every step: the inner variable's static dims, or the buffer's (a row of a buffer of
+    static rows: PyTensor makes each step's output fit it). The runtime-broadcast and Join
+    guards leave out what they prove equal from these."""
+    shape = row.shape
+    if shape is None or len(shape) != var.type.ndim:
+        return
+    static = [
+        a if a is not None else b
+        for a, b in zip(var.type.shape, buffer_var.type.shape[1:], strict=True)
+    ]
+    merged = [
+        dim if isinstance(dim, int) or d is None else d
+        for d, dim in zip(static, shape, strict=True)
+    ]
+    if merged != list(shape):
+        row.shape = ir.Shape(merged)
 
 
 def _first_rows(g, buffer, depth: int):

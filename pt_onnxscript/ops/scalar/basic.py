@@ -36,7 +36,7 @@ from pt_onnxscript.opsets import at_least
 from pt_onnxscript.registry import lookup, register_check, register_scalar
 from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.scripted import inline, script
-from pt_onnxscript.translate import translate_inner_graph
+from pt_onnxscript.translate import scalar_node, translate_inner_graph
 from pt_onnxscript.types import onnx_dtype
 
 TFloat = TypeVar("TFloat", bound=Union[FLOAT16, FLOAT, DOUBLE])
@@ -546,19 +546,46 @@ def exp2(g, node, x):
 
 
 @register_scalar(ps.Composite)
-def composite(g, node, *inputs):
+def composite(g, node, *inputs, broadcastable=None):
     """Composite -> its inner scalar graph, walked with the same scalar translations.
 
     Every output takes the broadcast shape of all inputs, as Elemwise gives it: an output
-    that does not depend on some input is expanded by that input's shape.
+    that does not depend on some input is expanded by that input's shape. Given the
+    `broadcastable` flags of the Elemwise's inputs (`elemwise_composite`), only where that
+    input can make it larger: where it has a dim no input of the output has unless
+    declared broadcastable (sizes elsewhere agree, checked by the runtime-broadcast guard).
     """
     fgraph = node.op.fgraph
     nodes, unused = _inner_graph(g, fgraph)
     outputs = translate_inner_graph(g, fgraph.inputs, fgraph.outputs, nodes, inputs, scalar=True)
     for i, missing in enumerate(unused):
+        used = [k for k in range(len(inputs)) if k not in missing]
         for k in missing:
-            outputs[i] = g.Expand(outputs[i], g.Shape(inputs[k]))
+            if broadcastable is None or _grows(broadcastable, used, k):
+                outputs[i] = g.Expand(outputs[i], g.Shape(inputs[k]))
     return outputs
+
+
+def _grows(broadcastable, used: list[int], k: int) -> bool:
+    """Whether input `k` of an Elemwise (its inputs' `broadcastable` flags) can make the
+    broadcast of the `used` inputs larger: none is used (a constant output, 0-d), or input
+    k has a dim that every used input declares broadcastable. Dims not declared
+    broadcastable agree at run time (Elemwise refuses runtime broadcasting, and the
+    translation guards it)."""
+    if not used:
+        return True
+    return any(
+        not flag and all(broadcastable[j][d] for j in used)
+        for d, flag in enumerate(broadcastable[k])
+    )
+
+
+def elemwise_composite(g, node, inputs):
+    """The outputs of Elemwise `node` of a Composite on `inputs` (guarded against runtime
+    broadcasting): its inner graph, expanded only where an unused input can grow an output."""
+    flags = [var.type.broadcastable for var in node.inputs]
+    scalar = scalar_node(node)
+    return composite(g, scalar, *inputs, broadcastable=flags)
 
 
 def _inner_graph(g, fgraph) -> tuple[list, list[list[int]]]:
