@@ -100,20 +100,29 @@ def test_the_posterior_is_pm_samples(sampled):
     assert ours.attrs["sampling_time"] > 0
 
 
-def test_the_same_seed_gives_the_same_draws():
+def test_the_same_seed_gives_the_same_draws(capsys):
+    """The same seed, the same draws, whether the run is two calls (warm-up, draws) or calls
+    of 100 transitions reporting progress."""
     model = eight_schools()
     runs = [
-        sample(model, draws=20, tune=30, chains=4, random_seed=seed, progressbar=False)
-        for seed in (5, 5, 6)
+        sample(model, draws=60, tune=50, chains=4, random_seed=seed, progressbar=progress)
+        for seed, progress in ((5, False), (5, True), (6, False))
     ]
+    assert "Sampling 4 chains: 110/110 transitions (draws)" in capsys.readouterr().err
     first, again, other = (run.posterior["mu"].values for run in runs)
     np.testing.assert_array_equal(first, again)
     assert not np.array_equal(first, other)
 
 
+def _run(session, feed, **changes):
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(None, feed | changes), strict=True))
+
+
 def test_the_exported_sampler_runs_without_pymc(tmp_path):
-    """The whole run, warm-up included, in one ONNX Runtime call with plain arrays: the
-    starts jittered around the initial point its metadata holds."""
+    """A whole run, warm-up included, with ONNX Runtime alone and plain arrays: the starts
+    jittered around the initial point its metadata holds, the adaptation state from its
+    metadata; the same run in calls that resume one another gives the same draws."""
     import json
 
     model = eight_schools()
@@ -127,25 +136,62 @@ def test_the_exported_sampler_runs_without_pymc(tmp_path):
     assert (meta["chains"], meta["tune"]) == (8, 150)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == list(RUN_INPUTS) == meta["inputs"]
-    assert [o.name for o in session.get_outputs()] == list(RUN_OUTPUTS)
+    posterior = ["posterior.mu", "posterior.tau", "posterior.offset", "posterior.theta"]
+    assert [o.name for o in session.get_outputs()] == list(RUN_OUTPUTS) + posterior
+    assert [v["output"] for v in meta["posterior"]] == posterior
+    assert meta["posterior"][3]["dims"] == ["school"]
     rng = np.random.default_rng(0)
     start = np.array(meta["initial_point"])
     feed = {
         "position": start + rng.uniform(-1, 1, (8, start.size)),
-        "draws": np.array(40, dtype=np.int64),
+        "state": np.array(meta["initial_state"]),
+        "start": np.array(0, dtype=np.int64),
+        "transitions": np.array(190, dtype=np.int64),
         "target_accept": np.array(0.8),
         "rng": state_from_generator(rng),
     }
-    results = dict(zip(RUN_OUTPUTS, session.run(None, feed), strict=True))
-    assert results["positions"].shape == (40, 8, start.size)
-    assert results["n_steps"].shape == (40,) and (results["n_steps"] >= 1).all()
-    assert results["step_size"] > 0 and results["inv_mass"].shape == (start.size,)
-    assert results["diverging"].dtype == bool
+    whole = _run(session, feed)
+    assert whole["positions"].shape == (190, 8, start.size)
+    assert whole["n_steps"].shape == (190,) and (whole["n_steps"] >= 1).all()
+    assert whole["step_size"].shape == (190,) and (whole["step_size"] > 0).all()
+    assert whole["diverging"].dtype == bool
+    # After warm-up the step size and the mass matrix are fixed; the state says what they are.
+    assert np.unique(whole["step_size"][150:]).size == 1
+    state = whole["state_updated"]
+    a, b = meta["state"]["step_size"]
+    assert state[a:b] == whole["step_size"][-1]
+    a, b = meta["state"]["inv_mass"]
+    assert (state[a:b] > 0).all() and not np.allclose(state[a:b], 1)
     logp = model.compile_logp()
-    for row, value in zip(results["positions"][-1], results["logp"][-1], strict=True):
+    for row, value in zip(whole["positions"][-1], whole["logp"][-1], strict=True):
         point = {s.name: row[s.start : s.stop].reshape(s.shape) for s in slots}
         np.testing.assert_allclose(value, logp(point), rtol=1e-12)
-    assert not np.array_equal(results["rng_updated"], feed["rng"])
+    # The constrained draws: tau = exp(its log), theta = mu + tau * offset.
+    tau = np.exp(whole["positions"][..., 1])
+    np.testing.assert_allclose(whole["posterior.tau"], tau, rtol=1e-14)
+    theta = whole["posterior.mu"][..., None] + tau[..., None] * whole["posterior.offset"]
+    np.testing.assert_allclose(whole["posterior.theta"], theta, rtol=1e-12)
+    assert not np.array_equal(whole["rng_updated"], feed["rng"])
+    # The same run in three calls, the second across the end of the warm-up; no transition
+    # changes nothing.
+    parts, changes = [], {}
+    for begin, size in ((0, 100), (100, 0), (100, 60), (160, 30)):
+        part = _run(session, feed, start=np.array(begin), transitions=np.array(size), **changes)
+        if size == 0:
+            np.testing.assert_array_equal(part["state_updated"], changes["state"])
+            np.testing.assert_array_equal(part["rng_updated"], changes["rng"])
+            assert part["positions"].shape == (0, 8, start.size)
+            continue
+        parts.append(part)
+        changes = {
+            "position": part["positions"][-1],
+            "state": part["state_updated"],
+            "rng": part["rng_updated"],
+        }
+    for name in ("positions", "logp", "n_steps", "step_size", "posterior.theta"):
+        resumed = np.concatenate([part[name] for part in parts])
+        np.testing.assert_array_equal(resumed, whole[name], err_msg=name)
+    np.testing.assert_array_equal(parts[-1]["state_updated"], whole["state_updated"])
 
 
 def test_bad_input_is_refused_before_any_work():
@@ -185,3 +231,26 @@ def test_a_trajectory_that_leaves_the_support_diverges_without_error():
     results = dict(zip(OUTPUTS, session.run(None, feed), strict=True))
     assert results["diverging"].all() and (results["accept_prob"] == 0).all()
     np.testing.assert_array_equal(results["next_position"], position)
+
+
+def _loops(graph):
+    """The Loop nodes of `graph` and of its subgraphs, outermost first."""
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                if node.op_type == "Loop":
+                    yield node, attribute.g
+                yield from _loops(attribute.g)
+
+
+def test_a_leapfrog_step_is_the_density_and_the_step():
+    """What each leapfrog step runs is the batched log-density, its gradient and the step's
+    arithmetic: no runtime-broadcast or Join check (the carried gradient's dims come from
+    the Scan's buffer, the gradient pieces' from their Reshapes), no fused output expanded
+    to a shape it has; the warm-up's adaptation is an If the draws skip."""
+    proto = export_sampler(eight_schools(), chains=4, tune=20)
+    (_, transition), (_, leapfrog) = list(_loops(proto.graph))[:2]
+    assert not [n.name for n in leapfrog.node if "check" in n.name]
+    assert not [n for n in leapfrog.node if n.op_type in ("Expand", "Shape")]
+    assert len(leapfrog.node) <= 85
+    assert sum(n.op_type == "If" for n in transition.node) == 1

@@ -2,7 +2,7 @@
 
 ONNX Runtime pays per executed node, not per element: one call that moves every chain costs
 little more than one that moves one. So the sampler is many chains advanced together, each
-transition one ONNX model call: draw momenta, take `n_steps` leapfrog steps of every chain
+transition one step of an ONNX Loop: draw momenta, take `n_steps` leapfrog steps of every chain
 (an ONNX Loop over the model's batched log-density and gradient), accept or reject each
 chain's proposal (Metropolis), report divergences.
 
@@ -13,15 +13,18 @@ NUTS's per-chain trees, which a fixed-size graph cannot build without running th
 chain's tree for all. Warm-up adapts, from all chains at once: the step size by dual
 averaging (Stan's, on the chains' harmonic mean acceptance probability, as ChEES does), a
 diagonal mass matrix from the chains' draws in Stan's doubling windows, and the trajectory
-length by Adam on the ChEES criterion. Chains start at PyMC's jittered initial points (uniform in [-1, 1] around the
-initial point in the unconstrained space).
+length by Adam on the ChEES criterion. Chains start at PyMC's jittered initial points
+(uniform in [-1, 1] around the initial point in the unconstrained space).
 
-The whole run is one PyTensor graph (`run_function`: a Scan over the transitions, each a
-Scan over its leapfrog steps, the adaptation arithmetic between them), exported by this
-package as one ONNX model (`export_sampler`) that any ONNX Runtime binding runs with plain
-arrays; `sample` runs it once and packages the draws as an InferenceData like `pm.sample`'s.
+The sampler is one PyTensor graph (`run_function`: a Scan over the transitions, each a
+Scan over its leapfrog steps, the warm-up's adaptation in an IfElse between them), exported
+by this package as one ONNX model (`export_sampler`) that any ONNX Runtime binding runs with
+plain arrays: a whole run in one call, or in calls that each resume where the last stopped
+(the adaptation state in and out), with the same draws. `sample` runs it and packages the
+draws as an InferenceData like `pm.sample`'s.
 """
 
+import sys
 import time
 
 import numpy as np
@@ -121,8 +124,8 @@ def _transition(density, position, step_size, inv_mass, n_steps, rng):
     return results, u.owner.outputs[0]
 
 
-# What the whole-run model (`run_function`) takes and gives.
-RUN_INPUTS = ("position", "draws", "target_accept", "rng")
+# What the sampler model (`run_function`) takes and gives.
+RUN_INPUTS = ("position", "state", "start", "transitions", "target_accept", "rng")
 RUN_OUTPUTS = (
     "positions",
     "logp",
@@ -131,19 +134,68 @@ RUN_OUTPUTS = (
     "energy",
     "n_steps",
     "step_size",
-    "inv_mass",
-    "trajectory_length",
+    "state_updated",
     "rng_updated",
 )
+# The sampler's adaptation state, one float64 vector: these scalars, then these n-vectors.
+STATE_SCALARS = (
+    "step_size",
+    "log_step_size_bar",
+    "h_bar",
+    "count",
+    "mu",
+    "log_trajectory_length",
+    "second_moment",
+    "adam_count",
+    "window_count",
+)
+STATE_VECTORS = ("window_sum", "window_squares", "inv_mass")
+# The prefix of the outputs that give the draws of each posterior variable, constrained.
+POSTERIOR_PREFIX = "posterior."
+
+
+def state_layout(n: int) -> dict[str, tuple[int, int]]:
+    """Where each part of the adaptation state (STATE_SCALARS, STATE_VECTORS) sits in the
+    state vector of a model of `n` unconstrained values: name -> (start, stop)."""
+    slices = {name: (i, i + 1) for i, name in enumerate(STATE_SCALARS)}
+    start = len(STATE_SCALARS)
+    for name in STATE_VECTORS:
+        slices[name] = (start, start + n)
+        start += n
+    return slices
+
+
+def initial_state(n: int) -> np.ndarray:
+    """The adaptation state a run starts from: a step size of 0.25 / n^(1/4) (as ChEES),
+    a trajectory length of one step, the unit mass matrix, nothing counted yet."""
+    step = 0.25 / n**0.25
+    values = {
+        "step_size": step,
+        "log_step_size_bar": np.log(step),
+        "mu": np.log(10 * step),
+        "log_trajectory_length": np.log(step),
+        "inv_mass": 1.0,
+    }
+    state = np.zeros(len(STATE_SCALARS) + len(STATE_VECTORS) * n)
+    for name, (start, stop) in state_layout(n).items():
+        state[start:stop] = values.get(name, 0.0)
+    return state
 
 
 def run_function(model, chains: int, tune: int):
-    """A whole run of `chains` chains of `model` as one graph, compiled for export: `tune`
-    warm-up transitions, then ``draws`` (an input) at the adapted values. Inputs: the chains'
-    initial ``position`` (chains, n), ``draws``, ``target_accept`` and the random state
-    ``rng``; outputs the draws' ``positions`` (draws, chains, n) and their ``logp``,
-    ``accept_prob``, ``diverging``, ``energy``, each transition's ``n_steps`` (draws,), and
-    the adapted ``step_size``, ``inv_mass`` and ``trajectory_length``.
+    """`chains` chains of `model` sampled as one graph, compiled for export: the run's
+    transitions ``start + 1 .. start + transitions`` of a run whose first `tune` are
+    warm-up, so a whole run is one call (``start`` 0, ``transitions`` tune + draws) or a
+    sequence of calls, each resuming where the last stopped, with the same results.
+
+    Inputs: the chains' ``position`` (chains, n), the adaptation ``state``
+    (`initial_state`, or the last call's ``state_updated``), ``start``, ``transitions``,
+    ``target_accept`` and the random state ``rng``. Outputs: each transition's
+    ``positions`` (transitions, chains, n) and their ``logp``, ``accept_prob``,
+    ``diverging`` and ``energy`` (transitions, chains), its ``n_steps`` and ``step_size``
+    (transitions,), the ``state_updated`` after the last one, then every free variable and
+    deterministic of the model, constrained, at each position (POSTERIOR_PREFIX + name:
+    (transitions, chains, *shape)).
 
     Warm-up, from all chains at once: the step size by Stan's dual averaging on the chains'
     harmonic mean acceptance probability (ChEES's choice: a few rejecting chains pull it
@@ -151,19 +203,22 @@ def run_function(model, chains: int, tune: int):
     regularized variance of every chain's draws in Stan's doubling windows (`_windows`);
     the trajectory length by Adam (beta1 0, beta2 0.95, rate 0.025) ascending the ChEES
     criterion, at least one step and at most 1,000. Each transition's length is the
-    trajectory length times 2 h, h the base-2 Halton sequence's term."""
+    trajectory length times 2 h, h the base-2 Halton sequence's term of its number."""
     import pytensor
     import pytensor.tensor as pt
+    from pytensor.ifelse import ifelse
 
     from pt_onnxscript.export import compile_for_export
 
     density, n = _density(model, chains)
     position = pt.tensor("position", dtype="float64", shape=(chains, n))
-    draws = pt.scalar("draws", dtype="int64")
+    state = pt.tensor("state", dtype="float64", shape=(len(initial_state(n)),))
+    start = pt.scalar("start", dtype="int64")
+    transitions = pt.scalar("transitions", dtype="int64")
     target = pt.scalar("target_accept", dtype="float64")
     rng = pytensor.shared(np.random.default_rng(0), name="rng")
 
-    k = pt.arange(1, tune + draws + 1).astype("float64")  # the transitions, from 1
+    k = (start + pt.arange(1, transitions + 1)).astype("float64")  # the transitions' numbers
     warming = k <= tune
     collect = warming & (k > int(0.15 * tune))
     ends = np.array(sorted(_windows(tune)) or [-1], dtype="float64")
@@ -172,96 +227,123 @@ def run_function(model, chains: int, tune: int):
     bits = np.arange(32, dtype="float64")
     halton = pt.sum((pt.floor(k[:, None] / 2.0**bits) % 2) * 0.5 ** (bits + 1), axis=1)
 
-    step0 = 0.25 / n**0.25
-
-    def iteration(h, warm, keep, end, last, q, step, *states):
-        # Stan's dual averaging: log step bar, h bar, count, mu; Adam: log
-        # trajectory length, second moment, count; the window's sums and count; the mass
-        # matrix; then the generator and the target acceptance.
-        log_step_bar, h_bar, count, mu, length, second, adam_count = states[:7]
-        total, squares, kept, inv_mass, r, goal = states[7:]
+    def iteration(h, warm, keep, end, last, q, *carried):
+        # The state (STATE_SCALARS then STATE_VECTORS), then the generator and the target.
+        step, length, inv_mass, r, goal = carried[0], carried[5], carried[11], *carried[12:]
         jittered = pt.exp(length) * 2 * h
         n_steps = pt.maximum(1, pt.ceil(jittered / step)).astype("int64")
         out, next_r = _transition(density, q, step, inv_mass, n_steps, r)
-        accept, q1 = out["accept_prob"], out["next_position"]
-        # Dual averaging, to the chains' harmonic mean acceptance probability.
-        mean_accept = chains / pt.sum(1.0 / pt.maximum(accept, 1e-10))
-        count1 = count + 1
-        eta = 1.0 / (count1 + 10.0)
-        h_bar1 = (1 - eta) * h_bar + eta * (goal - mean_accept)
-        log_step1 = mu - pt.sqrt(count1) / 0.05 * h_bar1
-        weight = count1**-0.75
-        log_step_bar1 = weight * log_step1 + (1 - weight) * log_step_bar
-        new_step = pt.exp(log_step1)
-        # Adam on the ChEES criterion.
-        gradient = _chees(q, out["proposal"], out["velocity"], accept, inv_mass, jittered)
-        adam_count1 = adam_count + 1
-        second1 = 0.95 * second + 0.05 * gradient**2
-        corrected = second1 / (1 - 0.95**adam_count1)
-        length1 = length + 0.025 * gradient / (pt.sqrt(corrected) + 1e-8)
-        length1 = pt.clip(length1, pt.log(new_step), pt.log(1000 * new_step))
-        # The mass matrix's window: Stan's regularized variance at its end, then a new one,
-        # and the dual averaging restarted from the step size reached.
-        total1 = total + pt.switch(keep, q1.sum(axis=0), 0.0)
-        squares1 = squares + pt.switch(keep, (q1 * q1).sum(axis=0), 0.0)
-        kept1 = kept + pt.switch(keep, float(chains), 0.0)
-        mean = total1 / pt.maximum(kept1, 1.0)
-        variance = pt.maximum(squares1 / pt.maximum(kept1, 1.0) - mean * mean, 0.0)
-        estimate = (kept1 / (kept1 + 5.0)) * variance + 1e-3 * (5.0 / (kept1 + 5.0))
-        log_new = pt.log(new_step)
-        new_states = [
-            pt.switch(end, log_new, log_step_bar1),
-            pt.switch(end, 0.0, h_bar1),
-            pt.switch(end, 0.0, count1),
-            pt.switch(end, pt.log(10 * new_step), mu),
-            length1,
-            second1,
-            adam_count1,
-            pt.switch(end, 0.0, total1),
-            pt.switch(end, 0.0, squares1),
-            pt.switch(end, 0.0, kept1),
-            pt.switch(end, estimate, inv_mass),
-        ]
-        step1 = pt.switch(last, pt.exp(new_states[0]), new_step)
-        kept_states = [
-            pt.switch(warm, new, old)
-            for new, old in zip([step1, *new_states], [step, *states[:11]], strict=True)
-        ]
-        stats = [out["logp"], accept, out["diverging"], out["energy"], n_steps]
-        return [q1, *kept_states, next_r, *stats]
+        # Adaptation in warm-up only (an If: the draws skip its arithmetic).
+        adapted = _adapt(out, q, carried[:12], jittered, keep, end, last, goal, chains)
+        states = ifelse(warm, adapted, list(carried[:12]))
+        stats = [out["logp"], out["accept_prob"], out["diverging"], out["energy"], n_steps, step]
+        return [out["next_position"], *states, next_r, *stats]
 
-    log0 = np.log(step0)
-    scalars = (step0, log0, 0.0, 0.0, np.log(10 * step0), log0, 0.0, 0.0)
+    slices = state_layout(n)
     first = [
-        position,
-        *(pt.constant(v, dtype="float64") for v in scalars),
-        pt.zeros(n, dtype="float64"),
-        pt.zeros(n, dtype="float64"),
-        pt.constant(0.0, dtype="float64"),
-        pt.ones(n, dtype="float64"),
-        rng,
+        state[a] if b == a + 1 and name in STATE_SCALARS else state[a:b]
+        for name, (a, b) in slices.items()
     ]
     results = _scan(
         iteration,
         sequences=[halton, warming, collect, window_end, final],
-        outputs_info=[*first, None, None, None, None, None],
+        outputs_info=[position, *first, rng, *[None] * 6],
         non_sequences=[target],
     )
-    q, step, *states = results[:13]
-    length, inv_mass, next_rng = states[4], states[10], results[13]
-    logp, accept, diverging, energy, steps = results[14:]
-    outputs = [
-        q[tune:],
-        logp[tune:],
-        accept[tune:],
-        diverging[tune:],
-        energy[tune:],
-        steps[tune:],
-        step[-1],
-        inv_mass[-1],
-        pt.exp(length[-1]),
+    q, states, next_rng, stats = results[0], results[1:13], results[13], results[14:]
+    # The state after the last transition (the given one after none).
+    last = [
+        pt.concatenate([pt.atleast_1d(given), pt.atleast_1d(seq[-1:]).ravel()])[-(b - a) :]
+        for given, seq, (a, b) in zip(first, states, slices.values(), strict=True)
     ]
-    return compile_for_export([position, draws, target], outputs, updates={rng: next_rng})
+    outputs = [q, *stats, pt.concatenate(last), *_posterior(model, q)]
+    return compile_for_export(
+        [position, state, start, transitions, target], outputs, updates={rng: next_rng}
+    )
+
+
+def _adapt(out, q, state, jittered, keep, end, last, goal, chains: int):
+    """One warm-up transition's adaptation of `state` (STATE_SCALARS, STATE_VECTORS) from its
+    results `out` (`_transition`) at positions `q`: the step size by dual averaging to the
+    chains' harmonic mean acceptance probability `goal`, the trajectory length by Adam on
+    the ChEES criterion, the mass matrix window's sums when `keep`; at a window's `end`, the
+    mass matrix from them and the dual averaging restarted from the step size reached; at
+    the `last` warm-up transition, the step size its average."""
+    import pytensor.tensor as pt
+    from pytensor.ifelse import ifelse
+
+    log_step_bar, h_bar, count, mu, length, second, adam_count = state[1:8]
+    kept, total, squares, inv_mass = state[8:]
+    accept, q1 = out["accept_prob"], out["next_position"]
+    # Dual averaging, to the chains' harmonic mean acceptance probability.
+    mean_accept = chains / pt.sum(1.0 / pt.maximum(accept, 1e-10))
+    count1 = count + 1
+    eta = 1.0 / (count1 + 10.0)
+    h_bar1 = (1 - eta) * h_bar + eta * (goal - mean_accept)
+    log_step1 = mu - pt.sqrt(count1) / 0.05 * h_bar1
+    weight = count1**-0.75
+    log_step_bar1 = weight * log_step1 + (1 - weight) * log_step_bar
+    new_step = pt.exp(log_step1)
+    # Adam on the ChEES criterion.
+    gradient = _chees(q, out["proposal"], out["velocity"], accept, inv_mass, jittered)
+    adam_count1 = adam_count + 1
+    second1 = 0.95 * second + 0.05 * gradient**2
+    corrected = second1 / (1 - 0.95**adam_count1)
+    length1 = length + 0.025 * gradient / (pt.sqrt(corrected) + 1e-8)
+    length1 = pt.clip(length1, pt.log(new_step), pt.log(1000 * new_step))
+    # The mass matrix's window: its sums, Stan's regularized variance at its end, then a
+    # new window, and the dual averaging restarted from the step size reached.
+    kept1, total1, squares1 = ifelse(
+        keep,
+        [kept + float(chains), total + q1.sum(axis=0), squares + (q1 * q1).sum(axis=0)],
+        [kept, total, squares],
+    )
+    mean = total1 / pt.maximum(kept1, 1.0)
+    variance = pt.maximum(squares1 / pt.maximum(kept1, 1.0) - mean * mean, 0.0)
+    estimate = (kept1 / (kept1 + 5.0)) * variance + 1e-3 * (5.0 / (kept1 + 5.0))
+    zero, zeros = pt.as_tensor(0.0, dtype="float64"), pt.zeros_like(total)
+    restarted = ifelse(
+        end,
+        [pt.log(new_step), zero, zero, pt.log(10 * new_step), zero, zeros, zeros, estimate],
+        [log_step_bar1, h_bar1, count1, mu, kept1, total1, squares1, inv_mass],
+    )
+    next_step = ifelse(last, pt.exp(restarted[0]), new_step)
+    return [
+        next_step,
+        *restarted[:4],
+        length1,
+        second1,
+        adam_count1,
+        *restarted[4:],
+    ]
+
+
+def posterior_names(model) -> list[str]:
+    """The names of `model`'s free variables and deterministics, as pm.sample's posterior
+    holds them: the sampler's outputs after RUN_OUTPUTS, each prefixed POSTERIOR_PREFIX."""
+    from pymc.util import get_default_varnames
+
+    return get_default_varnames(
+        [var.name for var in model.free_RVs + model.deterministics], include_transformed=False
+    )
+
+
+def _posterior(model, positions):
+    """`model`'s free variables (constrained) and deterministics (`posterior_names`) at
+    `positions` (..., n): PyMC's transforms of the unconstrained point, vectorized by
+    PyTensor over the leading dimensions."""
+    import pytensor.tensor as pt
+    from pytensor.graph.replace import graph_replace, vectorize_graph
+
+    slots = layout(model)
+    outputs = model.replace_rvs_by_values([model[name] for name in posterior_names(model)])
+    point = pt.vector("point", shape=(slots[-1].stop,))
+    values = {
+        var: point[s.start : s.stop].reshape(s.shape).astype(var.dtype)
+        for var, s in zip(model.value_vars, slots, strict=True)
+    }
+    outputs = graph_replace(outputs, values, strict=False)
+    return vectorize_graph(outputs, replace={point: positions})
 
 
 def _chees(previous, proposal, velocity, accept, inv_mass, length):
@@ -299,13 +381,16 @@ def _scan(step, **kwargs):
 def export_sampler(
     model, path=None, *, chains: int = 32, tune: int = 1000, opset: int | None = None
 ):
-    """Export a whole run of `model`'s sampler (`run_function`): `chains` chains, `tune`
-    warm-up transitions, then as many draws as its ``draws`` input asks, in one ONNX Runtime
-    call. Inputs and outputs are named as RUN_INPUTS and RUN_OUTPUTS; the point layout, the
-    model's initial point (to jitter the chains' starts from) and the rest in the metadata
-    (``pt_onnxscript.layout``, ``pt_onnxscript.sampler``), so any ONNX Runtime binding can
-    sample with plain arrays. Returns the onnx.ModelProto (also written to `path` if
-    given)."""
+    """Export `model`'s sampler (`run_function`: `chains` chains, the first `tune`
+    transitions of a run warm-up) as one ONNX model, for any ONNX Runtime binding: a whole
+    run is one call, or a sequence of calls that each resume where the last stopped (for a
+    progress bar). Inputs and outputs are named as RUN_INPUTS and RUN_OUTPUTS, then one
+    output per posterior variable (POSTERIOR_PREFIX + its name: constrained draws and
+    deterministics). The metadata holds the point layout (``pt_onnxscript.layout``) and,
+    under ``pt_onnxscript.sampler``, the model's initial point (to jitter the chains'
+    starts from), the initial adaptation state and its layout, and the posterior outputs'
+    names and dims, so a run needs plain arrays only. Returns the onnx.ModelProto (also
+    written to `path` if given)."""
     import json
     from pathlib import Path
 
@@ -317,15 +402,24 @@ def export_sampler(
 
     _check_model(model)
     chains, tune = _positive_int(chains, "chains"), _count(tune, "tune")
+    variables = posterior_names(model)
+    fixed = list(RUN_OUTPUTS[:-1])
     proto = export_onnx(
         run_function(model, chains, tune),
         opset=DEFAULT_OPSET if opset is None else opset,
-        output_names=list(RUN_OUTPUTS[:-1]),
+        output_names=fixed + [POSTERIOR_PREFIX + name for name in variables],
     )
     names = [value.name for value in proto.graph.input]
     if names != list(RUN_INPUTS):
         raise AssertionError(f"the sampler's inputs are {names}, not {list(RUN_INPUTS)}")
+    # RUN_OUTPUTS first (the random state's after the rest), then the posterior's.
+    outputs = list(proto.graph.output)
+    order = [*range(len(fixed)), len(outputs) - 1, *range(len(fixed), len(outputs) - 1)]
+    del proto.graph.output[:]
+    proto.graph.output.extend(outputs[i] for i in order)
     slots = layout(model)
+    n = slots[-1].stop
+    dims = model.named_vars_to_dims
     entries = {
         "pt_onnxscript.layout": [s.__dict__ | {"shape": list(s.shape)} for s in slots],
         "pt_onnxscript.sampler": {
@@ -334,7 +428,13 @@ def export_sampler(
             "tune": tune,
             "inputs": list(RUN_INPUTS),
             "outputs": list(RUN_OUTPUTS),
+            "posterior": [
+                {"name": name, "output": POSTERIOR_PREFIX + name, "dims": dims.get(name)}
+                for name in variables
+            ],
             "initial_point": ravel_point(model.initial_point(), slots).tolist(),
+            "initial_state": initial_state(n).tolist(),
+            "state": state_layout(n),
         },
     }
     for key, value in entries.items():
@@ -391,19 +491,19 @@ def sample(
     progressbar: bool = True,
     threads: int | None = None,
 ):
-    """Sample `model`'s posterior with many-chain ChEES-HMC, the whole run (warm-up
-    included) one ONNX Runtime call of the model `export_sampler` writes; returns an
-    arviz.InferenceData like ``pm.sample``'s: ``posterior`` (the free variables in their
-    constrained space and the deterministics, with the model's dims and coords),
-    ``sample_stats`` (diverging, step_size, lp, energy, acceptance_rate, n_steps,
-    trajectory_length) and ``attrs["sampling_time"]``.
+    """Sample `model`'s posterior with many-chain ChEES-HMC in ONNX Runtime, running the
+    model `export_sampler` writes; returns an arviz.InferenceData like ``pm.sample``'s:
+    ``posterior`` (the free variables in their constrained space and the deterministics,
+    with the model's dims and coords), ``sample_stats`` (diverging, step_size, lp, energy,
+    acceptance_rate, n_steps, trajectory_length) and ``attrs["sampling_time"]``.
 
     `chains` (default 32) run together, each transition moving all of them; `random_seed`
     (an int, or None for a fresh one) makes the draws reproducible for a given number of
     ONNX Runtime `threads` (None: its default, one per core). The sampling time
     (``attrs["sampling_time"]``, wall seconds, warm-up included) leaves out the export;
-    ``attrs["sampling_cpu_time"]`` is its CPU time. `progressbar` says when the run starts
-    and ends (one call has no steps to show).
+    ``attrs["sampling_cpu_time"]`` is its CPU time. Without `progressbar` the warm-up is
+    one call and the draws another; with it, calls of 100 transitions report progress (the
+    draws are the same).
     """
     import onnxruntime as ort
 
@@ -431,31 +531,47 @@ def sample(
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     slots = layout(model)
-    feed = {
-        "position": _initial_positions(model, slots, chains, starts),
-        "draws": np.array(draws, dtype=np.int64),
-        "target_accept": np.array(float(target_accept)),
-        "rng": state_from_generator(transitions),
-    }
-    if progressbar:
-        print(f"Sampling {chains} chains: {tune} warm-up and {draws} draw transitions...")
+    names = [output.name for output in session.get_outputs()]
+    position = _initial_positions(model, slots, chains, starts)
+    state, rng = initial_state(slots[-1].stop), state_from_generator(transitions)
+    total = tune + draws
+    calls = (
+        [tune, draws] if not progressbar else [min(100, total - i) for i in range(0, total, 100)]
+    )
+    done, results = 0, []
     start, cpu_start = time.perf_counter(), time.process_time()
-    results = dict(zip(RUN_OUTPUTS, session.run(None, feed), strict=True))
+    for size in calls:
+        if size == 0:
+            continue
+        feed = {
+            "position": position,
+            "state": state,
+            "start": np.array(done, dtype=np.int64),
+            "transitions": np.array(size, dtype=np.int64),
+            "target_accept": np.array(float(target_accept)),
+            "rng": rng,
+        }
+        out = dict(zip(names, session.run(None, feed), strict=True))
+        position, state, rng = out["positions"][-1], out["state_updated"], out["rng_updated"]
+        done += size
+        results.append(out)
+        if progressbar:
+            phase = "warm-up" if done <= tune else "draws"
+            print(
+                f"\rSampling {chains} chains: {done}/{total} transitions ({phase}), "
+                f"{time.perf_counter() - start:.1f} s",
+                end="" if done < total else "\n",
+                file=sys.stderr,
+                flush=True,
+            )
     elapsed = time.perf_counter() - start, time.process_time() - cpu_start
-    if progressbar:
-        print(f"... took {elapsed[0]:.1f} s")
-    steps = np.broadcast_to(results["n_steps"], (chains, draws))
-    step_size = float(results["step_size"])
-    kept = {
-        name: np.swapaxes(results[name], 0, 1)
-        for name in ("positions", "logp", "accept_prob", "diverging", "energy")
-    }
-    stats = {
-        "n_steps": steps.copy(),
-        "step_size": np.full((chains, draws), step_size),
-        "trajectory_length": steps * step_size,
-    }
-    return _inference_data(model, slots, kept, stats, chains, elapsed)
+    # The draws: the transitions after the warm-up, chains first.
+    kept = {}
+    for name in results[0]:
+        if name not in ("state_updated", "rng_updated"):
+            values = np.concatenate([out[name] for out in results])[tune:]
+            kept[name] = np.swapaxes(values, 0, 1) if values.ndim > 1 else values
+    return _inference_data(model, kept, elapsed)
 
 
 def _count(value, name: str) -> int:
@@ -482,42 +598,22 @@ def _initial_positions(model, slots, chains, rng):
     return positions
 
 
-def _inference_data(model, slots, kept, steps, chains, elapsed):
-    """The draws as pm.sample's InferenceData: constrained values and deterministics by
-    PyTensor's vectorized map of the value variables, the sample stats beside them."""
+def _inference_data(model, kept, elapsed):
+    """The draws as pm.sample's InferenceData: `kept` holds the sampler's outputs after the
+    warm-up, (chains, draws, ...)."""
     import arviz as az
-    import pytensor
-    import pytensor.tensor as pt
-    from pymc.util import get_default_varnames
-    from pytensor.graph.replace import graph_replace, vectorize_graph
 
-    positions = kept["positions"]  # (chains, draws, n)
-    draws = positions.shape[1]
-    names = get_default_varnames(
-        [var.name for var in model.free_RVs + model.deterministics], include_transformed=False
-    )
-    outputs = [model[name] for name in names]
-    outputs = model.replace_rvs_by_values(outputs)
-    point = pt.vector("point", shape=(slots[-1].stop,))
-    values = {
-        var: point[s.start : s.stop].reshape(s.shape).astype(var.dtype)
-        for var, s in zip(model.value_vars, slots, strict=True)
-    }
-    outputs = graph_replace(outputs, values, strict=False)
-    points = pt.matrix("points", shape=(None, slots[-1].stop))
-    batched = vectorize_graph(outputs, replace={point: points})
-    constrained = pytensor.function([points], batched, on_unused_input="ignore")
-    results = constrained(positions.reshape(chains * draws, -1))
-    posterior = {
-        name: np.asarray(value).reshape(chains, draws, *np.shape(value)[1:])
-        for name, value in zip(names, results, strict=True)
-    }
+    posterior = {name: kept[POSTERIOR_PREFIX + name] for name in posterior_names(model)}
+    steps, step_size = kept["n_steps"], kept["step_size"]
+    chains, draws = kept["logp"].shape
     sample_stats = {
         "lp": kept["logp"],
         "acceptance_rate": kept["accept_prob"],
         "diverging": kept["diverging"],
         "energy": kept["energy"],
-        **{name: np.broadcast_to(value, (chains, draws)).copy() for name, value in steps.items()},
+        "n_steps": np.broadcast_to(steps, (chains, draws)).copy(),
+        "step_size": np.broadcast_to(step_size, (chains, draws)).copy(),
+        "trajectory_length": np.broadcast_to(steps * step_size, (chains, draws)).copy(),
     }
     dims = {name: list(d) for name, d in model.named_vars_to_dims.items() if name in posterior}
     coords = {name: np.asarray(c) for name, c in model.coords.items() if c is not None}
