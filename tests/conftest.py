@@ -1,3 +1,6 @@
+import os
+from pathlib import Path
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -38,3 +41,47 @@ def _one_thread_session(self, path_or_bytes, sess_options=None, *args, **kwargs)
 
 
 ort.InferenceSession.__init__ = _one_thread_session
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Debian's Chromium, headless, driven by Playwright, for the demo pages' tests. Without
+    it, Playwright or onnxruntime-web (`npm ci` in pt_onnxscript/demos/web) they skip, unless
+    PT_ONNXSCRIPT_REQUIRE_BROWSER is set (CI sets it, so they always run there)."""
+    from pt_onnxscript.demos.web import server
+
+    problems = []
+    if not CHROMIUM.exists():
+        problems.append("Debian's chromium (apt-get install chromium)")
+    try:
+        server.check_runtime()
+    except FileNotFoundError as err:
+        problems.append(str(err))
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        problems.append("playwright (pip install playwright)")
+    if problems:
+        message = "browser tests need " + "; ".join(problems)
+        if os.environ.get("PT_ONNXSCRIPT_REQUIRE_BROWSER"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()

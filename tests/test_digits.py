@@ -4,10 +4,8 @@ The browser tests need Debian's chromium and `npm ci` in pt_onnxscript/demos/web
 skip, unless PT_ONNXSCRIPT_REQUIRE_BROWSER is set (CI sets it, so they always run there).
 """
 
-import os
 import re
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,18 +14,6 @@ pytest.importorskip("sklearn")
 
 from pt_onnxscript.demos import digits
 from pt_onnxscript.demos.web import server
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="module")
@@ -60,46 +46,22 @@ def test_the_cnn_idiom_exports_as_conv_maxpool_and_relu(trained):
     assert ops.count("Conv") == 1 and ops.count("MaxPool") == 1 and "Relu" in ops
 
 
-def _browser_or_skip():
-    problems = []
-    if not CHROMIUM.exists():
-        problems.append("Debian's chromium (apt-get install chromium)")
-    try:
-        server.check_runtime()
-    except FileNotFoundError as err:
-        problems.append(str(err))
-    try:
-        import playwright  # noqa: F401
-    except ImportError:
-        problems.append("playwright (pip install playwright)")
-    if problems:
-        message = "browser tests need " + "; ".join(problems)
-        if os.environ.get("PT_ONNXSCRIPT_REQUIRE_BROWSER"):
-            pytest.fail(message)
-        pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
-def page(trained):
-    _browser_or_skip()
-    from playwright.sync_api import sync_playwright
-
+def page(trained, chromium):
     loads = []
     httpd, url = server.serve(trained[3], on_loaded=lambda *report: loads.append(report))
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        page = browser.new_page()
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{url}/")
-        page.wait_for_function(
-            "window.__ready === true || window.__error !== undefined", timeout=60_000
-        )
-        assert page.evaluate("window.__error") is None, page.evaluate("window.__error")
-        page.errors = errors
-        page.loads = loads
-        yield page
-        browser.close()
+    page = chromium.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{url}/")
+    page.wait_for_function(
+        "window.__ready === true || window.__error !== undefined", timeout=60_000
+    )
+    assert page.evaluate("window.__error") is None, page.evaluate("window.__error")
+    page.errors = errors
+    page.loads = loads
+    yield page
+    page.close()
     httpd.shutdown()
 
 

@@ -1,4 +1,4 @@
-"""The demo page's server: loopback only, the page, its data and onnxruntime-web's files."""
+"""The demo pages' server: loopback only, the pages, their data and onnxruntime-web's files."""
 
 import functools
 import http.server
@@ -10,6 +10,8 @@ from typing import ClassVar
 
 PAGE = Path(__file__).parent
 ORT_DIST = PAGE / "node_modules" / "onnxruntime-web" / "dist"
+# The pages' own files: the digits demo's (index.html, app.mjs) and the sampler demo's.
+PAGE_FILES = ("app.mjs", "sampler.html", "sampler.mjs", "sampler-worker.mjs", "sampler-seed.mjs")
 ORT_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 
 
@@ -30,8 +32,8 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         route = path.split("?", 1)[0].split("#", 1)[0]
         if route in ("/", "/index.html"):
             return str(PAGE / "index.html")
-        if route == "/app.mjs":
-            return str(PAGE / "app.mjs")
+        if route[1:] in PAGE_FILES:
+            return str(PAGE / route[1:])
         if route.startswith("/ort/") and route[len("/ort/") :] in ORT_FILES:
             return str(ORT_DIST / route[len("/ort/") :])
         return super().translate_path(path)
