@@ -1,11 +1,12 @@
 """Sampling a PyMC posterior, side by side in one run on the same models: pt_onnxscript's
 `sample` (many-chain ChEES-HMC, every transition in ONNX Runtime; 1 thread and ONNX
-Runtime's default threads) and `pm.sample` (its default NUTS and backend, 4 chains of 1,000
-draws after 1,000 tuning steps, one process: cores=1). Bulk ESS (the smallest over the
+Runtime's default threads), `pm.sample` (its default NUTS and backend, 4 chains of 1,000
+draws after 1,000 tuning steps, one process: cores=1) and nutpie where it is installed (its
+NUTS on the model compiled by Numba, the same draws, one thread). Bulk ESS (the smallest over the
 model's variables) per second of sampling, wall and CPU, warm-up included; the export and
 compilation before it are reported apart.
 
-Run: python benchmarks/sampling.py   (needs the `pymc` extra)
+Run: python benchmarks/sampling.py   (needs the `pymc` extra; `pip install nutpie` adds it)
 """
 
 import argparse
@@ -85,6 +86,23 @@ def pymc_own(model):
     return idata, wall, None, total - wall
 
 
+def nutpie_run(model):
+    """nutpie's NUTS (its default: PyMC's model compiled by Numba), 4 chains of 1,000 draws
+    after 1,000 tuning steps, one thread; None where nutpie is not installed."""
+    try:
+        import nutpie
+    except ImportError:
+        return None
+    start = time.perf_counter()
+    compiled = nutpie.compile_pymc_model(model)
+    setup = time.perf_counter() - start
+    wall, cpu = time.perf_counter(), time.process_time()
+    idata = nutpie.sample(
+        compiled, draws=1000, tune=1000, chains=4, cores=1, seed=1, progress_bar=False
+    )
+    return idata, time.perf_counter() - wall, time.process_time() - cpu, setup
+
+
 def main():
     rows = []
     for label, build in (
@@ -97,8 +115,13 @@ def main():
             ("ours, 32 chains, 1 thread", lambda m: ours(m, 1)),
             ("ours, 32 chains, default threads", lambda m: ours(m, None)),
             ("pm.sample, 4 chains", pymc_own),
+            ("nutpie, 4 chains", nutpie_run),
         ):
-            idata, wall, cpu, before = run(model)
+            result = run(model)
+            if result is None:
+                print(f"{name}: not installed (pip install nutpie), left out")
+                continue
+            idata, wall, cpu, before = result
             if cpu is None:  # pm.sample (one process, one thread) reports its wall time only
                 cpu = wall
             ess = min_ess(idata)
