@@ -137,9 +137,12 @@ class ONNXLinker(JITLinker):
             for var, cell in zip(fgraph.inputs, cells)
             if isinstance(var, SharedVariable) and is_sparse(var)
         }
+        # The constants are PyTensor's too, given its rewrites again, as export_onnx bakes
+        # them: the model is the one export_onnx writes of this function (for the values
+        # baked here: the small ones it does not update).
         translated = fgraph
-        if sparse:
-            translated, _ = baked_copy(fgraph, sparse)
+        if baked or sparse:
+            translated, _ = baked_copy(fgraph, baked | sparse)
         position = {var: i for i, var in enumerate(fgraph.inputs)}
 
         def copied(values):  # keyed by `translated`'s inputs, in fgraph's order
@@ -443,10 +446,8 @@ def inference_session(
     import onnx_ir as ir
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
+    options = session_options(threads)
     options.log_severity_level = 4  # failures are raised, not logged
-    if threads is not None:
-        options.intra_op_num_threads = threads
     if tensor_bytes(model) <= EXTERNAL_DATA_BYTES:
         proto = ir.serde.serialize_model(model)
         if check:
@@ -460,6 +461,25 @@ def inference_session(
         if check:
             full_check(path)
         return ort.InferenceSession(path, sess_options=options, providers=list(providers))
+
+
+def session_options(threads: int | None = None):
+    """ONNX Runtime's session options for `threads` threads per node; None: one per core (its
+    default), whose pool's threads sleep between nodes instead of spinning. Measured with
+    two cores (`benchmarks/threads.py`, wall / CPU us per call): a small MLP at batch 1 12 /
+    12 on one thread, 13 / 25 with the spinning pool, 10 / 10 with the sleeping one; at batch
+    64 25 / 25, 28 / 49, 35 / 41; a 1000 x 1000 MatMul 50 / 50 ms on one thread, 25 / 50 ms
+    with either pool. So the sleeping pool costs about one thread's CPU where a graph is
+    small, runs large nodes on every core, and leaves the CPU to the rest of the process
+    between calls (a spinning pool keeps spinning after a call returns)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads is None:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    else:
+        options.intra_op_num_threads = threads
+    return options
 
 
 def full_check(model) -> None:
@@ -506,7 +526,8 @@ def onnx_mode(
     opset: int = DEFAULT_OPSET, optimize: bool = True, threads: int | None = None
 ) -> Mode:
     """Mode "ONNX" for a given opset (`optimize=False`: without the ONNX-level optimisation;
-    `threads`: ONNX Runtime's threads per node, by default one per core)."""
+    `threads`: ONNX Runtime's threads per node, by default one per core, sleeping between
+    nodes: `session_options`)."""
     return Mode(
         linker=ONNXLinker(opset=opset, optimize=optimize, threads=threads),
         optimizer=RewriteDatabaseQuery(include=["fast_run"]),

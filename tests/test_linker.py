@@ -1,4 +1,5 @@
 import numpy as np
+import onnx_ir as ir
 import onnxruntime as ort
 import pytensor
 import pytensor.tensor as pt
@@ -79,16 +80,16 @@ def test_shared_inputs_change_between_calls():
 
 def test_shared_shapes_are_specialised_and_a_new_shape_runs_the_general_model():
     w = pytensor.shared(np.ones((3, 2)), name="w")  # dims unknown to PyTensor
-    b = pytensor.shared(np.zeros(2), name="b")
+    b = pytensor.shared(np.full(2, 0.5), name="b")
     x = pt.matrix("x")
     f = pytensor.function([x], pt.maximum(x @ w + b, 0), mode="ONNX")
     model = f.vm.jit_fn.model
     # Specialised on the shapes w and b have now: no shape checks left, only the math.
     ops = sorted(node.op_type for node in model.graph)
     assert ops == ["Add", "MatMul", "Relu"]
-    assert_same(f(np.ones((1, 3))), np.full((1, 2), 3.0))
+    assert_same(f(np.ones((1, 3))), np.full((1, 2), 3.5))
     w.get_value(borrow=True)[0, 0] = 2.0  # an in-place change is seen: values are fed
-    assert_same(f(np.ones((1, 3))), np.array([[4.0, 3.0]]))
+    assert_same(f(np.ones((1, 3))), np.array([[4.5, 3.5]]))
     w.set_value(np.ones((4, 5)))
     b.set_value(np.arange(5.0))
     assert_same(f(np.ones((2, 4))), np.tile(np.arange(5.0) + 4, (2, 1)))
@@ -131,6 +132,55 @@ def test_weights_the_function_does_not_update_are_baked_and_every_change_is_seen
     assert inputs == ["x", "w", "big", "count"]
     big.get_value(borrow=True)[0] = 3.0
     assert f(np.ones(2))[1] == BAKED_ELEMENTS + 3
+
+
+def test_mode_onnx_runs_the_model_export_writes():
+    """A function whose shared values mode "ONNX" bakes (those it does not update, up to
+    BAKED_ELEMENTS each) runs the model export_onnx writes of it, node for node: the same
+    rewrites of the graph with the weights as constants (the digits CNN's Conv and MaxPool,
+    a bias of zeros' `+ 0.0` kept as export keeps it)."""
+    from pt_onnxscript import export_onnx
+    from pt_onnxscript.demos import digits
+
+    def nodes(graph):
+        return [
+            (n.op_type, [i.name if i is not None else "" for i in n.inputs], n.attributes)
+            for n in graph
+        ]
+
+    params = digits.init_params()
+    w = pytensor.shared(np.linspace(-1, 1, 6).reshape(3, 2), name="w")
+    x = pt.matrix("x", shape=(None, 3))
+    for fn in [
+        digits.predictor(params, mode="ONNX"),
+        pytensor.function([x], pt.tanh(x @ w).sum(axis=1), mode="ONNX"),
+    ]:
+        ran = fn.vm.jit_fn.model
+        exported = ir.serde.deserialize_model(export_onnx(fn))
+        assert nodes(ran.graph) == nodes(exported.graph)
+        initializers = {
+            name: value.const_value.numpy().tobytes()
+            for name, value in ran.graph.initializers.items()
+        }
+        assert initializers == {
+            name: value.const_value.numpy().tobytes()
+            for name, value in exported.graph.initializers.items()
+        }
+    assert [n.op_type for n in ran.graph][:2] == ["MatMul", "Tanh"]
+
+
+def test_sessions_by_default_use_every_core_without_spinning():
+    """Mode "ONNX"'s and `sample`'s default sessions: ONNX Runtime's pool of a thread per
+    core, its threads sleeping between nodes; a number of threads given is that number."""
+    from pt_onnxscript.linker import inference_session, session_options
+
+    x = pt.vector("x")
+    fn = pytensor.function([x], pt.exp(x), mode="ONNX")
+    config = inference_session(fn.vm.jit_fn.model).get_session_options()
+    assert config.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    # ONNX Runtime's default, one per core (this suite's sessions take one: conftest.py).
+    assert session_options().intra_op_num_threads == 0
+    assert session_options(3).intra_op_num_threads == 3
 
 
 def test_trusted_inputs_are_converted_to_the_models_dtypes():

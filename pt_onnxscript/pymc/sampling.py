@@ -499,7 +499,7 @@ def sample(
 
     `chains` (default 32) run together, each transition moving all of them; `random_seed`
     (an int, or None for a fresh one) makes the draws reproducible for a given number of
-    ONNX Runtime `threads` (None: its default, one per core). The sampling time
+    ONNX Runtime `threads` (None: one per core, sleeping between nodes). The sampling time
     (``attrs["sampling_time"]``, wall seconds, warm-up included) leaves out the export;
     ``attrs["sampling_cpu_time"]`` is its CPU time. Without `progressbar` the warm-up is
     one call and the draws another; with it, calls of 100 transitions report progress (the
@@ -507,6 +507,7 @@ def sample(
     """
     import onnxruntime as ort
 
+    from pt_onnxscript.linker import session_options
     from pt_onnxscript.rng import state_from_generator
 
     _check_model(model)
@@ -523,10 +524,7 @@ def sample(
     starts, transitions = (np.random.default_rng(child) for child in seeds.spawn(2))
 
     proto = export_sampler(model, chains=chains, tune=tune)
-    options = ort.SessionOptions()
-    if threads is not None:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
+    options = session_options(threads)
     session = ort.InferenceSession(
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
