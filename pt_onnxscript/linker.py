@@ -21,6 +21,7 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.rewriting.db import RewriteDatabaseQuery
 from pytensor.link.basic import JITLinker
 from pytensor.link.utils import raise_with_op
+from pytensor.scalar.basic import ScalarType
 from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.errors import ExecutionError, IndexOutOfBoundsError, TranslationError
@@ -139,10 +140,12 @@ class ONNXLinker(JITLinker):
         }
         # The constants are PyTensor's too, given its rewrites again, as export_onnx bakes
         # them: the model is the one export_onnx writes of this function (for the values
-        # baked here: the small ones it does not update).
+        # baked here: the small ones it does not update), but that a value of length 1
+        # where its variable may have any length stays an input (as a constant it would
+        # broadcast where PyTensor refuses to broadcast the variable).
         translated = fgraph
         if baked or sparse:
-            translated, _ = baked_copy(fgraph, baked | sparse)
+            translated, _ = baked_copy(fgraph, baked | sparse, as_variables=True)
         position = {var: i for i, var in enumerate(fgraph.inputs)}
 
         def copied(values):  # keyed by `translated`'s inputs, in fgraph's order
@@ -200,6 +203,12 @@ class _Runner:
         self.outputs = [storage_map[var] for var in fgraph.outputs]
         self.updated = set(getattr(fgraph, "update_mapping", {}).values())
         self.states = [i for i, var in enumerate(fgraph.outputs) if is_random_state(var)]
+        # A scalar (pytensor.scalar) output is a NumPy scalar, as PyTensor gives it.
+        self.scalars = [
+            (i, np.dtype(var.type.dtype).type)
+            for i, var in enumerate(fgraph.outputs)
+            if isinstance(var.type, ScalarType)
+        ]
         self.respecialised = 0
         # First: it refuses what cannot be translated (outputs of other types among it).
         self.current = linker._specialise(fgraph, self.updated, self.inputs)
@@ -234,6 +243,8 @@ class _Runner:
                 raise ExecutionError(_wrong_rank(current.model, results, self.ranks))
         for i in self.states:
             results[i] = generator_from_state(results[i])
+        for i, scalar in self.scalars:
+            results[i] = scalar(results[i][()])
         for cell, value in zip(self.outputs, results):
             cell[0] = value
         if current.prints:  # the values of the graph's Prints follow its outputs

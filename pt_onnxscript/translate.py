@@ -560,13 +560,16 @@ def rewritten_copy(fgraph: FunctionGraph) -> FunctionGraph:
 
 
 def baked_copy(
-    fgraph: FunctionGraph, values: Mapping[Variable, np.ndarray]
+    fgraph: FunctionGraph, values: Mapping[Variable, np.ndarray], *, as_variables: bool = False
 ) -> tuple[FunctionGraph, dict[Variable, np.ndarray]]:
     """A copy of `fgraph` whose inputs in `values` (baked shared variables) are constants,
     given mode "ONNX"'s rewrites again: what depends only on them (shapes, a kernel's size, a
     pooling's tiling, whole subexpressions) is known to PyTensor's rewrites and folds away.
 
     Returns the copy and `values` keyed by the copy's inputs, which nothing reads any more.
+    With `as_variables` (mode "ONNX", where baking is the linker's business and must not
+    change what the function does), a value of length 1 where its variable's type allows
+    any length stays an input, baked as an initializer (`_length_one_of_any_length`).
     A compiled graph may hold in-place Ops, which some rewrites cannot rebuild on constants:
     those rewrites are skipped, as PyTensor skips a failing rewrite (the translation of an
     in-place Op is the same pure function). PyTensor's constant folding runs an Op on its
@@ -578,11 +581,27 @@ def baked_copy(
     from pytensor import config
 
     copy, equiv = fgraph.clone_get_equiv(check_integrity=False, attach_feature=False)
-    replacements = [(equiv[var], _baked_constant(var, value)) for var, value in values.items()]
+    replacements = [
+        (equiv[var], _baked_constant(var, value))
+        for var, value in values.items()
+        if not (as_variables and _length_one_of_any_length(var, value))
+    ]
     copy.replace_all(replacements, reason="pt_onnxscript: shared variables baked")
     with config.change_flags(on_opt_error="ignore"):
         _rewrite(copy)
     return copy, {equiv[var]: value for var, value in values.items()}
+
+
+def _length_one_of_any_length(var: Variable, value) -> bool:
+    """Whether `value` has length 1 in a dim where `var`'s type allows any length: as a
+    constant it would broadcast there (PyTensor types a constant, and what its folding makes
+    of one, by its value), where PyTensor refuses to broadcast the variable at run time."""
+    if is_sparse(var) or not isinstance(var.type, TensorType):
+        return False
+    return any(
+        size is None and length == 1
+        for size, length in zip(var.type.shape, np.shape(value), strict=False)
+    )
 
 
 def _baked_constant(var: Variable, value) -> Constant:

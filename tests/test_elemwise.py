@@ -183,6 +183,10 @@ def test_runtime_broadcasting_of_a_baked_weight_is_refused_and_a_matching_one_ad
         pytensor.function([x], x + one, mode=pytensor.compile.mode.Mode(linker="py"))(
             np.ones((2, 3))
         )
+    # Mode "ONNX" bakes the length-1 value as an initializer of an input PyTensor types as
+    # any length, not as a PyTensor constant (which would broadcast): the check stays.
+    # (export_onnx's shared="bake" makes it a constant, with a constant's semantics.)
+    assert [value.name for value in fn.vm.jit_fn.model.graph.inputs] == ["x"]
 
 
 def test_values_sized_by_the_same_input_dim_add_no_check(rng):
@@ -217,6 +221,32 @@ def test_a_fused_output_is_expanded_only_by_inputs_that_can_grow_it(rng):
     b = pt.exp(r)
     outs = [b * c, pt.log1p(b) + c, (b + 1) * pt.ones_like(c)]
     compare_onnx_and_py([r, c], outs, [rng.normal(size=(1, 3)), rng.normal(size=(2, 1))])
+
+
+def test_a_switch_taking_a_value_that_cannot_be_negative_zero_needs_no_sign_repair():
+    """ONNX Runtime's Where turns a -0.0 taken from its first branch into +0.0, so a switch
+    repairs the sign (ten elementwise nodes) unless that branch cannot hold -0.0: a
+    logistic's probability, exp(x) + 1, |x|, sqrt(2 exp(x)) (a Bernoulli log-density's
+    switch on its observed values, over every point and observation of a batch)."""
+    from pt_onnxscript import export_onnx
+
+    x = pt.matrix("x", shape=(2, 4))
+    c = pt.matrix("c", shape=(2, 4), dtype="bool")
+    outs = [
+        pt.switch(c, pt.sigmoid(x), -x),
+        pt.switch(c, pt.exp(x) + 1, -x),
+        pt.switch(c, -x, pt.abs(x)),
+        pt.switch(c, pt.sqrt(pt.exp(x) * 2), x),
+    ]
+    xv = np.array([[0.0, -0.0, 3.0, -800.0], [np.inf, -np.inf, np.nan, 1e-300]])
+    cv = np.array([[True, False, True, True], [False, True, True, False]])
+    compare_onnx_and_py([x, c], outs, [xv, cv], more_inputs=[[xv, ~cv]])
+    for out in outs:
+        ops = [n.op_type for n in export_onnx(([x, c], [out])).graph.node]
+        assert ops.count("Where") == 1 and "Less" not in ops and "Greater" not in ops, ops
+    # A branch that may hold -0.0 keeps the repair: -x of x = 0.0.
+    ops = [n.op_type for n in export_onnx(([x, c], [pt.switch(c, -x, x * 2)])).graph.node]
+    assert "Less" in ops
 
 
 def test_a_dim_name_given_to_several_inputs_keeps_the_check():
