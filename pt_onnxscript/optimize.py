@@ -293,12 +293,44 @@ def _constant_equal(value: ir.Value, expected: float) -> bool:
 
 
 def no_negative_zero(value: ir.Value) -> bool:
-    """Whether `value` is a constant known to hold no -0.0 (`ops.common.where` asks too)."""
+    """Whether `value` is a constant known to hold no -0.0, or a value `non_negative` shows
+    holds none (`ops.common.where` asks too)."""
     tensor = ir.convenience.get_const_tensor(value)
     if tensor is None:
-        return False
+        return non_negative(value)
     array = tensor.numpy()
     return not np.any((array == 0) & np.signbit(array))
+
+
+# Operators whose results are >= +0.0 or NaN, never -0.0, whatever their inputs; and those
+# whose results are when every input is.
+_NON_NEGATIVE = frozenset({"Exp", "Abs", "Sigmoid", "Softplus"})
+_NON_NEGATIVE_OF_NON_NEGATIVE = frozenset({"Add", "Mul", "Div", "Reciprocal", "Sqrt", "Max", "Min"})
+
+
+def non_negative(value: ir.Value, depth: int = 8) -> bool:
+    """Whether every element of float `value` is >= +0.0 or NaN, so never -0.0: a constant
+    so, an Exp, Abs, Sigmoid or Softplus, a sum, product, quotient, reciprocal, square root,
+    maximum or minimum of such values, a Where choosing between them, a cast of booleans or
+    unsigned integers (a logistic's probability, 1 / (1 + exp(-x)), is one)."""
+    tensor = ir.convenience.get_const_tensor(value)
+    if tensor is not None:
+        array = tensor.numpy()
+        return array.dtype.kind == "f" and not np.any(
+            (array < 0) | ((array == 0) & np.signbit(array))
+        )
+    node = value.producer()
+    if node is None or depth == 0 or node.domain not in ("", "ai.onnx"):
+        return False
+    if node.op_type in _NON_NEGATIVE:
+        return True
+    if node.op_type == "Cast":
+        source = node.inputs[0].dtype
+        return source is not None and (source == ir.DataType.BOOL or source.name.startswith("UINT"))
+    inputs = node.inputs[1:] if node.op_type == "Where" else node.inputs
+    if node.op_type == "Where" or node.op_type in _NON_NEGATIVE_OF_NON_NEGATIVE:
+        return all(v is not None and non_negative(v, depth - 1) for v in inputs)
+    return False
 
 
 # onnxscript's default rules (onnxscript.rewriter._DEFAULT_REWRITE_RULES), minus those above.
