@@ -149,7 +149,9 @@ def compare_onnx_and_py(
             what = f"mode ONNX output {i}{where}"
             assert_same(res, exp, rtol=rtol, atol=atol, what=what, signed_zeros=signed_zeros)
         # Mode "ONNX"'s model outputs the values its Prints print after the graph's outputs.
-        file_results = session.run(results_names, dict(zip(names, inputs, strict=True)))
+        # A scalar (pytensor.scalar) input is a 0-d tensor of the file.
+        feeds = [np.asarray(x) for x in inputs]
+        file_results = session.run(results_names, dict(zip(names, feeds, strict=True)))
         for i, (res, exp) in enumerate(zip(file_results, expected, strict=True)):
             what = f"exported file output {i}{where}"
             assert_same(res, exp, rtol=rtol, atol=atol, what=what, signed_zeros=signed_zeros)

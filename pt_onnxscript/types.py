@@ -6,6 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 from pytensor.graph.basic import Variable
+from pytensor.scalar.basic import ScalarType
 from pytensor.tensor.type import TensorType
 
 from pt_onnxscript.rng import STATE_DTYPE, STATE_SHAPE, is_random_state
@@ -69,9 +70,12 @@ def is_sparse(var: Variable) -> bool:
 
 def io_type(var: Variable) -> tuple[str, tuple[int | None, ...]]:
     """The dtype and static shape of graph input or output `var` in ONNX: a random generator
-    is its ``uint64[2]`` state (pt_onnxscript.rng)."""
+    is its ``uint64[2]`` state (pt_onnxscript.rng), a scalar (`pytensor.scalar`) a 0-d
+    tensor."""
     if is_random_state(var):
         return STATE_DTYPE, STATE_SHAPE
+    if isinstance(var.type, ScalarType):
+        return var.type.dtype, ()
     return var.type.dtype, var.type.shape
 
 
@@ -83,11 +87,11 @@ def variable_problem(var: Variable) -> str | None:
     sparse = sparse_problem(var)
     if sparse:
         return sparse
-    if not isinstance(var.type, TensorType) and not is_xtensor(var):
+    if not isinstance(var.type, TensorType | ScalarType) and not is_xtensor(var):
         return (
             f"Variable {var} of type {var.type} is not a tensor: ONNX export supports "
-            "tensor and xtensor variables and random generators only (slices, sparse and "
-            "typed-list variables have no ONNX counterpart)."
+            "tensor, scalar and xtensor variables and random generators only (slices, sparse "
+            "and typed-list variables have no ONNX counterpart)."
         )
     if var.type.dtype not in DTYPES:
         return (

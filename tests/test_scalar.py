@@ -506,3 +506,31 @@ def test_negative_zero_survives_switch_and_clip():
     ]
     _, results = compare_onnx_and_py([x, y], outs, [xv, yv])
     assert results[0][0] == -np.inf
+
+
+def test_bare_scalar_graphs_are_graphs_of_0d_tensors():
+    """`pytensor.scalar` variables as inputs and outputs: 0-d tensors of the model, NumPy
+    scalars of their dtypes in and out of mode "ONNX", as PyTensor gives them; beside
+    tensors too (tensor_from_scalar, scalar_from_tensor)."""
+    from pt_onnxscript import export_onnx
+
+    x, y, n, b = ps.float64("x"), ps.float32("y"), ps.int64("n"), ps.bool("b")
+    outs = [
+        ps.exp(x) * y + n,
+        x > y,
+        ps.switch(b, x, -x),
+        ps.cast(n, "float32") / y,
+        ps.int_div(n, 3),
+        ps.log1p(x),
+    ]
+    for values in [(0.5, 2.0, 7, True), (-0.0, -3.0, -7, False)]:
+        feed = [np.float64(values[0]), np.float32(values[1]), np.int64(values[2])]
+        _, results = compare_onnx_and_py([x, y, n, b], outs, [*feed, np.bool_(values[3])])
+        expected = pytensor.function([x, y, n, b], outs, mode=PY_MODE)(*feed, values[3])
+        assert [type(r) for r in results] == [type(e) for e in expected]
+    model = export_onnx(([x, y, n, b], outs))
+    assert all(not value.type.tensor_type.shape.dim for value in model.graph.input)
+    assert all(not value.type.tensor_type.shape.dim for value in model.graph.output)
+    v = pt.vector("v")
+    mixed = [pt.exp(v) * pt.tensor_from_scalar(x), pt.scalar_from_tensor(v.sum()) + x]
+    compare_onnx_and_py([v, x], mixed, [np.ones(3), np.float64(2.0)])
