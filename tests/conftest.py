@@ -85,3 +85,30 @@ def chromium():
         )
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def open_page(chromium):
+    """``open_page(site, path="", on_loaded=None)``: serve `site` (the demo pages' server),
+    open `path` in Chromium and wait until the page says it is ready; the page's uncaught
+    errors collect in ``page.errors``. Pages and servers close with the module."""
+    from pt_onnxscript.demos.web import server
+
+    opened = []
+
+    def open_(site, path: str = "", on_loaded=None):
+        httpd, url = server.serve(site, on_loaded=on_loaded)
+        page = chromium.new_page()
+        opened.append((page, httpd))
+        page.errors = []
+        page.on("pageerror", lambda error: page.errors.append(str(error)))
+        page.goto(f"{url}/{path}")
+        ready = "window.__ready === true || window.__error !== undefined"
+        page.wait_for_function(ready, timeout=60_000)
+        assert page.evaluate("window.__error") is None, page.evaluate("window.__error")
+        return page
+
+    yield open_
+    for page, httpd in opened:
+        page.close()
+        httpd.shutdown()

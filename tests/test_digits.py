@@ -47,22 +47,11 @@ def test_the_cnn_idiom_exports_as_conv_maxpool_and_relu(trained):
 
 
 @pytest.fixture(scope="module")
-def page(trained, chromium):
+def page(trained, open_page):
     loads = []
-    httpd, url = server.serve(trained[3], on_loaded=lambda *report: loads.append(report))
-    page = chromium.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{url}/")
-    page.wait_for_function(
-        "window.__ready === true || window.__error !== undefined", timeout=60_000
-    )
-    assert page.evaluate("window.__error") is None, page.evaluate("window.__error")
-    page.errors = errors
+    page = open_page(trained[3], on_loaded=lambda *report: loads.append(report))
     page.loads = loads
-    yield page
-    page.close()
-    httpd.shutdown()
+    return page
 
 
 def test_every_held_out_digit_in_the_browser(trained, page):

@@ -11,7 +11,6 @@ pytest.importorskip("pymc")
 az = pytest.importorskip("arviz")
 
 from pt_onnxscript.demos import sampler
-from pt_onnxscript.demos.web import server
 
 DRAWS = 1000
 
@@ -23,20 +22,8 @@ def site(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(site, chromium):
-    httpd, url = server.serve(site[0])
-    page = chromium.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{url}/sampler.html")
-    page.wait_for_function(
-        "window.__ready === true || window.__error !== undefined", timeout=60_000
-    )
-    assert page.evaluate("window.__error") is None, page.evaluate("window.__error")
-    page.errors = errors
-    yield page
-    page.close()
-    httpd.shutdown()
+def page(site, open_page):
+    return open_page(site[0], "sampler.html")
 
 
 def _in_browser(page, seed: int, draws: int, warmup: bool):

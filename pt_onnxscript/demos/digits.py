@@ -14,7 +14,6 @@ import argparse
 import collections
 import json
 import tempfile
-import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -198,19 +197,6 @@ def _report(epoch: int, epochs: int, loss: float, accuracy: float) -> None:
     )
 
 
-def _listener(port: int):
-    """A socket bound to 127.0.0.1:`port`, or SystemExit saying how to pick another port."""
-    import socket
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.bind(("127.0.0.1", port))
-    except OSError as err:
-        sock.close()
-        raise SystemExit(f"port {port} is not free ({err.strerror}): pass --port N") from err
-    return sock
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description="Train a small CNN on scikit-learn's 8x8 digits in PyTensor, export it to "
@@ -224,13 +210,9 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     if not args.no_serve:  # what serving needs, before a minute of training
-        from pt_onnxscript.demos.web.server import check_runtime
+        from pt_onnxscript.demos.web.server import check_can_serve
 
-        try:
-            check_runtime()
-        except FileNotFoundError as err:
-            raise SystemExit(f"{err} (or pass --no-serve)") from err
-        _listener(args.port).close()
+        check_can_serve(args.port)
 
     split = load_digits()
     params = init_params()
@@ -250,19 +232,14 @@ def main(argv=None):
     print(f"the page's model: {describe(model)}")
     if args.no_serve:
         return
-    from pt_onnxscript.demos.web.server import serve
+    from pt_onnxscript.demos.web.server import serve_until_interrupted
 
     def loaded(size: int, milliseconds: float) -> None:
         print(
             f"a page loaded the model ({size / 1000:.1f} kB) in {milliseconds:.0f} ms", flush=True
         )
 
-    server, url = serve(site, port=args.port, on_loaded=loaded)
-    print(f"open {url}/ to draw digits (Ctrl-C to stop)")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        server.shutdown()
+    serve_until_interrupted(site, args.port, "", "draw digits", on_loaded=loaded)
 
 
 if __name__ == "__main__":

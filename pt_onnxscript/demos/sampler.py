@@ -15,7 +15,6 @@ Runtime's CPU build gives from that seed (`run`). Needs the `pymc` extra and, fo
 import argparse
 import json
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -137,15 +136,10 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1, help="the CPU run's seed (default 1)")
     parser.add_argument("--draws", type=int, default=1000, help="draws per chain (default 1000)")
     args = parser.parse_args(argv)
-    if not args.no_serve:
-        from pt_onnxscript.demos.digits import _listener
-        from pt_onnxscript.demos.web.server import check_runtime
+    if not args.no_serve:  # what serving needs, before the export
+        from pt_onnxscript.demos.web.server import check_can_serve
 
-        try:
-            check_runtime()
-        except FileNotFoundError as err:
-            raise SystemExit(f"{err} (or pass --no-serve)") from err
-        _listener(args.port).close()
+        check_can_serve(args.port)
 
     site = args.site or Path(tempfile.mkdtemp(prefix="sampler-"))
     start = time.perf_counter()
@@ -169,14 +163,9 @@ def main(argv=None):
         print(f"  {entry['name']}: {summary}")
     if args.no_serve:
         return
-    from pt_onnxscript.demos.web.server import serve
+    from pt_onnxscript.demos.web.server import serve_until_interrupted
 
-    server, url = serve(site, port=args.port)
-    print(f"open {url}/sampler.html to sample in the browser (Ctrl-C to stop)")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        server.shutdown()
+    serve_until_interrupted(site, args.port, "sampler.html", "sample in the browser")
 
 
 if __name__ == "__main__":

@@ -96,3 +96,30 @@ def serve(site: Path, port: int = 0, on_loaded=None):
     server = Server(("127.0.0.1", port), handler, on_loaded)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def check_can_serve(port: int) -> None:
+    """What a demo checks before its work: onnxruntime-web installed and `port` free on
+    127.0.0.1, or SystemExit saying what to do."""
+    import socket
+
+    try:
+        check_runtime()
+    except FileNotFoundError as err:
+        raise SystemExit(f"{err} (or pass --no-serve)") from err
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as err:
+            raise SystemExit(f"port {port} is not free ({err.strerror}): pass --port N") from err
+
+
+def serve_until_interrupted(site: Path, port: int, page: str, what: str, on_loaded=None):
+    """Serve `site` on 127.0.0.1:`port`, say where to open `page` to `what`, and serve until
+    Ctrl-C."""
+    server, url = serve(site, port=port, on_loaded=on_loaded)
+    print(f"open {url}/{page} to {what} (Ctrl-C to stop)", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()
