@@ -138,25 +138,53 @@ class Pool2d(Op):
         outputs[0][0] = x.reshape(n, c, self.rows, p, self.cols, p).max(axis=(3, 5))
 
 
-def _expanded(var, new_order):
-    """The 4-d tensor that `var` expands with `new_order`, if it does."""
+def _expanded(var, new_order, depth: int = 3):
+    """The 4-d tensor that `var` expands with `new_order`, if it does: directly, or through
+    an elementwise op of such expansions and of values of length 1 there (a ReLU of the
+    previous layer, whose expansion PyTensor's rewrites moved under it)."""
     node = var.owner
-    if (
-        node is not None
-        and isinstance(node.op, DimShuffle)
-        and tuple(node.op.new_order) == new_order
-    ):
+    if node is None:
+        return None
+    if isinstance(node.op, DimShuffle) and tuple(node.op.new_order) == new_order:
         return node.inputs[0]
-    return None
+    if not isinstance(node.op, Elemwise) or depth == 0:
+        return None
+    axis = new_order.index("x")
+    inputs = []
+    for value in node.inputs:
+        inner = _expanded(value, new_order, depth - 1)
+        if inner is None:
+            if not value.type.broadcastable[axis]:
+                return None
+            inner = value.squeeze(axis)
+        inputs.append(inner)
+    if not any(isinstance(value.owner and value.owner.op, DimShuffle) for value in node.inputs):
+        return None
+    return node.op(*inputs)
+
+
+def _channel_sum(node):
+    """How `node` sums a convolution's input channels (axis 2 of a Blockwise Convolve2d's
+    output): a Sum over axis 2, or, for one channel, a DimShuffle dropping axis 2 (and
+    perhaps inserting others, where PyTensor merged the next layer's expansion into it).
+    Returns the 4-d result's DimShuffle order after the sum ((0, 1, 2, 3) for none), or
+    None."""
+    if isinstance(node.op, Sum):
+        return (0, 1, 2, 3) if tuple(node.op.axis or ()) == (2,) else None
+    if not isinstance(node.op, DimShuffle) or 2 not in node.op.drop:
+        return None
+    order = node.op.new_order
+    kept = [d for d in order if d != "x"]
+    if kept != [0, 1, 3, 4]:
+        return None
+    return tuple(d if d == "x" else {0: 0, 1: 1, 3: 2, 4: 3}[d] for d in order)
 
 
 @node_rewriter([Sum, DimShuffle])
 def channel_convolution(fgraph, node):
     # The sum over the input channels, or the dropping of that axis when there is one channel.
-    if isinstance(node.op, Sum):
-        if tuple(node.op.axis or ()) != (2,):
-            return None
-    elif tuple(node.op.new_order) != (0, 1, 3, 4):
+    order = _channel_sum(node)
+    if order is None:
         return None
     conv = node.inputs[0].owner
     if conv is None or not (
@@ -171,7 +199,7 @@ def channel_convolution(fgraph, node):
     out = ChannelConv2d(bool(mode.data))(x, w)
     if out.type.dtype != node.outputs[0].type.dtype:
         return None
-    return [out]
+    return [out if order == (0, 1, 2, 3) else out.dimshuffle(order)]
 
 
 @node_rewriter([Max])

@@ -143,6 +143,31 @@ def test_cnn_idiom_is_one_conv_per_layer(dtype, mode, rng):
     compare_onnx_and_py([x, w, b], pooled, values, expected_ops=ops, rtol=rtol, atol=rtol)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_stacked_convolution_layers_are_each_a_conv(dtype, rng):
+    """Two convolve2d layers, the second reading the first's ReLU expanded to a channel axis
+    (PyTensor's rewrites move that expansion under the ReLU and merge it with the first
+    layer's dropping of its single input channel): each layer is one Conv (float32)."""
+    import pytensor
+
+    from pt_onnxscript import export_onnx
+
+    w1 = pytensor.shared(rng.normal(size=(4, 1, 3, 3)).astype(dtype), name="w1")
+    w2 = pytensor.shared(rng.normal(size=(5, 4, 3, 3)).astype(dtype), name="w2")
+    b2 = pytensor.shared(rng.normal(size=5).astype(dtype), name="b2")
+    x = pt.tensor4("x", dtype=dtype, shape=(None, 1, 10, 10))
+    h = pt.maximum(convolve2d(x[:, None], w1[None], mode="valid").sum(axis=2), 0)
+    h2 = convolve2d(h[:, None], w2[None], mode="full").sum(axis=2) + b2[None, :, None, None]
+    out = pt.maximum(h2, 0).sum(axis=(2, 3))
+    rtol = 1e-5 if dtype == "float32" else None
+    values = [rng.normal(size=(3, 1, 10, 10)).astype(dtype)]
+    expected = ["Conv"] if dtype == "float32" else []
+    compare_onnx_and_py([x], out, values, expected_ops=expected, rtol=rtol, atol=rtol)
+    if dtype == "float32":
+        ops = [node.op_type for node in export_onnx(([x], [out])).graph.node]
+        assert ops.count("Conv") == 2, ops
+
+
 def test_pooling_raises_when_the_image_does_not_tile():
     import pytensor
 
