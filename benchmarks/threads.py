@@ -22,15 +22,14 @@ import pytensor
 import pytensor.tensor as pt
 
 from pt_onnxscript import export_onnx
+from pt_onnxscript.linker import session_options
 
 
 def options(setting: str):
-    opts = ort.SessionOptions()
-    if setting == "1 thread":
-        opts.intra_op_num_threads = 1
-    elif setting == "pool, sleeping":
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return opts
+    """ONNX Runtime's own defaults, or mode "ONNX"'s `session_options` (one thread; None)."""
+    if setting == "pool, spinning (ORT default)":
+        return ort.SessionOptions()
+    return session_options(1 if setting == "1 thread" else None)
 
 
 def cases(rng):

@@ -53,12 +53,8 @@ def build_site(directory: Path, model=None, chains: int = CHAINS, tune: int = TU
     (directory / "model").mkdir(parents=True, exist_ok=True)
     proto = export_sampler(model, directory / "model" / "sampler.onnx", chains=chains, tune=tune)
     meta = next(json.loads(e.value) for e in proto.metadata_props if e.key.endswith(".sampler"))
-    point = model.initial_point()
     for entry in meta["posterior"]:
-        shape = model[entry["name"]].shape.eval() if entry["name"] not in point else None
-        entry["shape"] = [
-            int(d) for d in (np.shape(point[entry["name"]]) if shape is None else shape)
-        ]
+        entry["shape"] = [int(d) for d in model[entry["name"]].shape.eval()]
     meta["coords"] = {name: list(map(str, c)) for name, c in model.coords.items() if c is not None}
     meta["chunk"] = CHUNK
     (directory / "sampler.json").write_text(json.dumps(meta))
@@ -100,28 +96,15 @@ def run(path, meta: dict, seed: int, draws: int, warmup: bool = False) -> dict[s
     the state's, after the warm-up's transitions if `warmup`."""
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
+    from pt_onnxscript.linker import session_options
+    from pt_onnxscript.pymc.sampling import in_calls_of, run_in_calls
+
+    session = ort.InferenceSession(
+        str(path), session_options(1), providers=["CPUExecutionProvider"]
+    )
     feed = starting_feed(meta, seed) | {"target_accept": np.array(0.8)}
-    total, results = meta["tune"] + draws, []
-    for done in range(0, total, CHUNK):
-        feed["start"] = np.array(done, dtype=np.int64)
-        feed["transitions"] = np.array(min(CHUNK, total - done), dtype=np.int64)
-        out = dict(zip(names, session.run(None, feed), strict=True))
-        feed |= {
-            "position": out["positions"][-1],
-            "state": out["state_updated"],
-            "rng": out["rng_updated"],
-        }
-        results.append(out)
-    skip = ("state_updated", "rng_updated")
-    return {
-        name: np.concatenate([out[name] for out in results])[0 if warmup else meta["tune"] :]
-        for name in names
-        if name not in skip
-    }
+    outputs = run_in_calls(session, feed, in_calls_of(CHUNK, meta["tune"] + draws))
+    return {name: values[0 if warmup else meta["tune"] :] for name, values in outputs.items()}
 
 
 def main(argv=None):

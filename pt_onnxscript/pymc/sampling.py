@@ -529,47 +529,72 @@ def sample(
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     slots = layout(model)
-    names = [output.name for output in session.get_outputs()]
-    position = _initial_positions(model, slots, chains, starts)
-    state, rng = initial_state(slots[-1].stop), state_from_generator(transitions)
+    feed = {
+        "position": _initial_positions(model, slots, chains, starts),
+        "state": initial_state(slots[-1].stop),
+        "target_accept": np.array(float(target_accept)),
+        "rng": state_from_generator(transitions),
+    }
     total = tune + draws
-    calls = (
-        [tune, draws] if not progressbar else [min(100, total - i) for i in range(0, total, 100)]
-    )
-    done, results = 0, []
     start, cpu_start = time.perf_counter(), time.process_time()
-    for size in calls:
-        if size == 0:
-            continue
-        feed = {
-            "position": position,
-            "state": state,
-            "start": np.array(done, dtype=np.int64),
-            "transitions": np.array(size, dtype=np.int64),
-            "target_accept": np.array(float(target_accept)),
-            "rng": rng,
-        }
-        out = dict(zip(names, session.run(None, feed), strict=True))
-        position, state, rng = out["positions"][-1], out["state_updated"], out["rng_updated"]
-        done += size
-        results.append(out)
-        if progressbar:
-            phase = "warm-up" if done <= tune else "draws"
-            print(
-                f"\rSampling {chains} chains: {done}/{total} transitions ({phase}), "
-                f"{time.perf_counter() - start:.1f} s",
-                end="" if done < total else "\n",
-                file=sys.stderr,
-                flush=True,
-            )
+
+    def report(done):
+        phase = "warm-up" if done <= tune else "draws"
+        print(
+            f"\rSampling {chains} chains: {done}/{total} transitions ({phase}), "
+            f"{time.perf_counter() - start:.1f} s",
+            end="" if done < total else "\n",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    if progressbar:
+        outputs = run_in_calls(session, feed, in_calls_of(100, total), report)
+    else:
+        outputs = run_in_calls(session, feed, [tune, draws])
     elapsed = time.perf_counter() - start, time.process_time() - cpu_start
     # The draws: the transitions after the warm-up, chains first.
-    kept = {}
-    for name in results[0]:
-        if name not in ("state_updated", "rng_updated"):
-            values = np.concatenate([out[name] for out in results])[tune:]
-            kept[name] = np.swapaxes(values, 0, 1) if values.ndim > 1 else values
+    kept = {
+        name: np.swapaxes(values[tune:], 0, 1) if values.ndim > 1 else values[tune:]
+        for name, values in outputs.items()
+    }
     return _inference_data(model, kept, elapsed)
+
+
+def in_calls_of(size: int, total: int) -> list[int]:
+    """`total` transitions in calls of `size` (the last one what is left)."""
+    return [min(size, total - done) for done in range(0, total, size)]
+
+
+def run_in_calls(session, feed, sizes, report=None) -> dict[str, np.ndarray]:
+    """Run the exported sampler (`export_sampler`) in ONNX Runtime `session` from `feed` (its
+    inputs but ``start`` and ``transitions``), in calls of `sizes` transitions, each resuming
+    where the last stopped (the positions, state and random state carried over; a call of
+    none is skipped): every output but the state's and the random state's, concatenated
+    over the calls (transitions first). `report(done)` after each call."""
+    names = [output.name for output in session.get_outputs()]
+    feed, done, results = dict(feed), 0, []
+    for size in sizes:
+        if size == 0:
+            continue
+        feed["start"] = np.array(done, dtype=np.int64)
+        feed["transitions"] = np.array(size, dtype=np.int64)
+        out = dict(zip(names, session.run(None, feed), strict=True))
+        feed |= {
+            "position": out["positions"][-1],
+            "state": out["state_updated"],
+            "rng": out["rng_updated"],
+        }
+        done += size
+        results.append(out)
+        if report is not None:
+            report(done)
+    carried = ("state_updated", "rng_updated")
+    return {
+        name: np.concatenate([out[name] for out in results])
+        for name in names
+        if name not in carried
+    }
 
 
 def _count(value, name: str) -> int:
