@@ -35,10 +35,10 @@ from pt_onnxscript.types import onnx_dtype
 INT64, BOOL = ir.DataType.INT64, ir.DataType.BOOL
 
 
-def _static_kernel(node, var, ndim: int, value=None) -> tuple[int, ...]:
+def _static_kernel(node, var, value, ndim: int) -> tuple[int, ...]:
     """The last `ndim` sizes of kernel `var`, known at export (its type's, or those of its ONNX
     `value`: a baked weight's), or a TranslationError saying how to fix them."""
-    shape = var.type.shape[-ndim:] if value is None else _sizes(var, value, ndim)
+    shape = _sizes(var, value, ndim)
     if None in shape:
         raise TranslationError(
             f"{node}: the kernel's shape {shape} must be static to export this convolution "
@@ -363,7 +363,7 @@ def channel_conv2d(g, node, x, w):
             )
             x = g.Pad(x, pads)
         return g.Conv(x, flipped)
-    kernel = _static_kernel(node, node.inputs[1], 2, w)
+    kernel = _static_kernel(node, node.inputs[1], w, 2)
     total = None
     for (a, b), window in _windows(g, x, kernel, full):
         entry = g.Gather(
