@@ -6,7 +6,7 @@ NUTS on the model compiled by Numba, the same draws, one thread). Bulk ESS (the 
 model's variables) per second of sampling, wall and CPU, warm-up included; the export and
 compilation before it are reported apart.
 
-Run: python benchmarks/sampling.py   (needs the `pymc` extra; `pip install nutpie` adds it)
+Run: python benchmarks/sampling.py [--model logistic]   (needs the `pymc` extra; `pip install nutpie` adds it)
 """
 
 import argparse
@@ -103,13 +103,17 @@ def nutpie_run(model):
     return idata, time.perf_counter() - wall, time.process_time() - cpu, setup
 
 
-def main():
+MODELS = {
+    "eight_schools": ("eight schools (non-centred)", eight_schools),
+    "logistic": ("logistic regression, 500 x 5", logistic_regression),
+    "hierarchical": ("hierarchical normal, 20 groups", hierarchical),
+}
+
+
+def main(models):
     rows = []
-    for label, build in (
-        ("eight schools (non-centred)", eight_schools),
-        ("logistic regression, 500 x 5", logistic_regression),
-        ("hierarchical normal, 20 groups", hierarchical),
-    ):
+    for key in models:
+        label, build = MODELS[key]
         model = build()
         for name, run in (
             ("ours, 32 chains, 1 thread", lambda m: ours(m, 1)),
@@ -140,5 +144,11 @@ def main():
 
 
 if __name__ == "__main__":
-    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--model",
+        choices=list(MODELS),
+        action="append",
+        help="a model to run (repeat for more; default: all)",
+    )
+    main(parser.parse_args().model or list(MODELS))

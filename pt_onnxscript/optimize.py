@@ -306,13 +306,18 @@ def no_negative_zero(value: ir.Value) -> bool:
 # whose results are when every input is.
 _NON_NEGATIVE = frozenset({"Exp", "Abs", "Sigmoid", "Softplus"})
 _NON_NEGATIVE_OF_NON_NEGATIVE = frozenset({"Add", "Mul", "Div", "Reciprocal", "Sqrt", "Max", "Min"})
+# The metadata key with which a translation marks a value it knows is >= +0.0 or NaN.
+NON_NEGATIVE = "pt_onnxscript.non_negative"
 
 
 def non_negative(value: ir.Value, depth: int = 8) -> bool:
     """Whether every element of float `value` is >= +0.0 or NaN, so never -0.0: a constant
     so, an Exp, Abs, Sigmoid or Softplus, a sum, product, quotient, reciprocal, square root,
     maximum or minimum of such values, a Where choosing between them, a cast of booleans or
-    unsigned integers (a logistic's probability, 1 / (1 + exp(-x)), is one)."""
+    unsigned integers (a logistic's probability, 1 / (1 + exp(-x)), is one), or a value a
+    translation marked so (`NON_NEGATIVE` in its metadata)."""
+    if value.meta.get(NON_NEGATIVE):
+        return True
     tensor = ir.convenience.get_const_tensor(value)
     if tensor is not None:
         array = tensor.numpy()

@@ -85,6 +85,9 @@ class _Builder(GraphBuilder):
             self.inferred = InferenceCache()
             # By id: what translations find once per inner graph (ops.scalar.basic.composite).
             self.inner_graphs: dict[int, tuple] = {}
+            # By id: the inner Sigmoid nodes of those graphs that share their parts with
+            # another Sigmoid or a Softplus (ops.scalar.math.shared_logistic).
+            self.shared_logistic: set[int] = set()
             # The names of symbolic dims that name one dim of one graph input: two values
             # whose shapes carry such a name have the same size there (a name the user gave
             # to dims of several inputs only says they should).

@@ -107,6 +107,14 @@ def where(g, cond, a, b, dtype: str):
     return g.Cast(g.Where(cond, g.Cast(a, to=to), g.Cast(b, to=to)), to=back)
 
 
+def negation_of(value: ir.Value) -> ir.Value | None:
+    """w where ONNX value `value` is Neg(w), else None."""
+    node = value.producer()
+    if node is None or node.op_type != "Neg" or node.domain not in ("", "ai.onnx"):
+        return None
+    return node.inputs[0]
+
+
 def negate(g, cond):
     """Not(cond), as Xor(cond, True): ONNX Runtime's NotWhereFusion rewrites Where(Not(c), x, y)
     into Where(c, y, x), which would put a branch back where Where loses its -0.0."""

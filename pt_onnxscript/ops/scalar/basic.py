@@ -30,9 +30,17 @@ from onnxscript import opset18 as op18
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
 
-from pt_onnxscript.ops.common import cast_inputs_to_output, constant, raise_if, where
+from pt_onnxscript.ops.common import (
+    cast_inputs_to_output,
+    constant,
+    negation_of,
+    raise_if,
+    where,
+)
 from pt_onnxscript.ops.scalar.constants import LN2
+from pt_onnxscript.ops.scalar.math import shared_logistic
 from pt_onnxscript.opsets import at_least
+from pt_onnxscript.optimize import no_negative_zero
 from pt_onnxscript.registry import lookup, register_check, register_scalar
 from pt_onnxscript.runtime_gaps import kernel_dtype
 from pt_onnxscript.scripted import inline, script
@@ -126,10 +134,15 @@ def isinf(g, node, x):
 
 @register_scalar(ps.Switch)
 def switch(g, node, cond, a, b):
-    """Switch -> Where(cond != 0, a, b) in the output dtype."""
+    """Switch -> Where(cond != 0, a, b) in the output dtype; of two negations, where one
+    negates a value that is never -0.0, the negation of their Where (which needs no sign
+    repair then: `ops.common.where`)."""
     out = _dtype(node.outputs[0])
     cond = _cast(g, cond, _dtype(node.inputs[0]), "bool")
     a, b = (_cast(g, v, _dtype(var), out) for v, var in zip((a, b), node.inputs[1:]))
+    negated = [negation_of(v) for v in (a, b)]
+    if None not in negated and any(no_negative_zero(v) for v in negated):
+        return g.Neg(where(g, cond, *negated, out))
     return where(g, cond, a, b, out)
 
 
@@ -599,5 +612,7 @@ def _inner_graph(g, fgraph) -> tuple[list, list[list[int]]]:
         for var in fgraph.outputs:
             used = set(ancestors([var]))
             unused.append([k for k, inner in enumerate(fgraph.inputs) if inner not in used])
-        cache[id(fgraph)] = (fgraph, list(fgraph.toposort()), unused)  # fgraph: its id stays
+        nodes = list(fgraph.toposort())
+        g.builder.root.shared_logistic |= shared_logistic(nodes)
+        cache[id(fgraph)] = (fgraph, nodes, unused)  # fgraph, its nodes: their ids stay
     return cache[id(fgraph)][1:]

@@ -23,8 +23,9 @@ import pytensor.scalar.math as psm
 from onnxscript import DOUBLE, FLOAT
 from onnxscript import opset18 as op18
 
-from pt_onnxscript.ops.common import constant
+from pt_onnxscript.ops.common import constant, negation_of
 from pt_onnxscript.ops.scalar.constants import LN2, MAXLOG, NAN, PI
+from pt_onnxscript.optimize import NON_NEGATIVE
 from pt_onnxscript.registry import lookup, register_scalar
 from pt_onnxscript.scripted import inline, script
 from pt_onnxscript.types import onnx_dtype
@@ -71,19 +72,60 @@ def sigmoid(x: TFloat) -> TFloat:
     return one / (one + op18.Exp(-x))
 
 
-SOFTPLUS_LAST_BOUND = np.array(33.3)
-
-
 @script()
-def softplus(x: TFloat) -> TFloat:
-    """PyTensor's softplus: exp(x) below -37, log1p(exp(x)) below 18, x + exp(-x) below 33.3, x."""
-    one = op18.CastLike(1.0, x)
-    e = op18.Exp(x)
-    u = one + e
-    log1p_e = op18.Log(u) - ((u - one) - e) / u  # as in log1p; e is finite where used
-    result = op18.Where(x < op18.CastLike(SOFTPLUS_LAST_BOUND, x), x + op18.Exp(-x), x)
-    result = op18.Where(x < op18.CastLike(18.0, x), log1p_e, result)
-    return op18.Where(x < op18.CastLike(-37.0, x), e, result)
+def logistic_parts(w: TFloat) -> tuple[TFloat, TFloat, TFloat]:
+    """t = exp(-|w|) (in [0, 1]), d = 1 + t and log1p(t): what softplus and sigmoid of w and
+    of -w are made of. log1p as in `log1p`, whose special cases t never reaches."""
+    one = op18.CastLike(1.0, w)
+    t = op18.Exp(-op18.Abs(w))
+    d = one + t
+    return t, d, op18.Log(d) - ((d - one) - t) / d
+
+
+def logistic(g, op, x, dtype: str):
+    """Softplus or Sigmoid (`op`) of ONNX value `x` (PyTensor dtype `dtype`), x = w or -w,
+    from `logistic_parts` of w: softplus(x) = max(x, 0) + log1p(exp(-|x|)), sigmoid(w) =
+    (1 or t) / (1 + t) by the sign of w, sigmoid(-w) = (t or 1) / (1 + t).
+
+    Functions of w and -w computed together (a logistic log-likelihood and its gradient:
+    softplus(w), softplus(-w), sigmoid(w)) share one Exp and one Log, the copies merged by
+    the optimizer's common-subexpression elimination. No branch, no overflow; within a few
+    ulp of PyTensor's piecewise softplus and SciPy's expit everywhere. The result is >= +0.0
+    or NaN, marked so (`optimize.NON_NEGATIVE`): a Where choosing it needs no sign repair.
+    """
+    negated = negation_of(x)
+    w = x if negated is None else negated
+    t, d, log1p_t = inline(g, logistic_parts, w)
+    if isinstance(op, psm.Softplus):
+        result = g.Add(g.Relu(x), log1p_t)
+    else:
+        one = constant(g, 1, dtype)
+        w_positive = g.GreaterOrEqual(w, constant(g, 0, dtype))
+        numerator = (
+            g.Where(w_positive, t, one) if negated is not None else g.Where(w_positive, one, t)
+        )
+        result = g.Div(numerator, d)
+    result.meta[NON_NEGATIVE] = True
+    return result
+
+
+def shared_logistic(nodes) -> set[int]:
+    """The ids of the Sigmoid nodes among a Composite's inner `nodes` whose input, or its
+    negation, is also the input of another Sigmoid or a Softplus there: computed by
+    `logistic`, from the parts they share (alone, 1 / (1 + exp(-x)) is fewer nodes)."""
+    by_base = {}
+    for node in nodes:
+        if isinstance(node.op, psm.Sigmoid | psm.Softplus):
+            (x,) = node.inputs
+            negation = x.owner is not None and isinstance(x.owner.op, ps.Neg)
+            by_base.setdefault(x.owner.inputs[0] if negation else x, []).append(node)
+    return {
+        id(node)
+        for group in by_base.values()
+        if len(group) > 1
+        for node in group
+        if isinstance(node.op, psm.Sigmoid)
+    }
 
 
 # ---------------------------------------------------------------- hyperbolic
@@ -587,8 +629,6 @@ _UNARY = {
     ps.ArcTanh: (arctanh, "Atanh"),
     psm.Erf: (erf, "Erf"),
     psm.Erfc: (erfc, erfc),
-    psm.Sigmoid: (sigmoid, sigmoid),
-    psm.Softplus: (softplus, softplus),
     ps.Log1p: (log1p, log1p),
     ps.Expm1: (expm1, expm1),
 }
@@ -602,6 +642,18 @@ def transcendental(g, node, x):
     float64, float32 = lookup(_UNARY, node.op)
     function = float64 if dtype == "float64" else float32
     result = getattr(g, function)(x) if isinstance(function, str) else inline(g, function, x)
+    return _as_output(g, node, result, dtype)
+
+
+@register_scalar(psm.Softplus, psm.Sigmoid)
+def logistic_op(g, node, x):
+    """Softplus -> `logistic`; Sigmoid -> 1 / (1 + exp(-x)), or `logistic` where it shares its
+    parts with another Sigmoid or a Softplus of a Composite (`shared_logistic`)."""
+    (x,), dtype = _computed_inputs(g, node, [x])
+    if isinstance(node.op, psm.Softplus) or id(node) in g.builder.root.shared_logistic:
+        result = logistic(g, node.op, x, dtype)
+    else:
+        result = inline(g, sigmoid, x)
     return _as_output(g, node, result, dtype)
 
 
