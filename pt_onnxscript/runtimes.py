@@ -105,13 +105,15 @@ def web_available() -> bool:
 
 
 def _encoded(array: np.ndarray) -> dict:
-    array = np.ascontiguousarray(array)
+    """`array` for run-model.mjs: its dtype, dims (a 0-d array's none: np.ascontiguousarray
+    would make it 1-d) and little-endian bytes in C order."""
+    array = np.asarray(array)
     dtype = "bool" if array.dtype == bool else array.dtype.name
     little = array.astype(array.dtype.newbyteorder("<"), copy=False)
     return {
         "dtype": dtype,
         "dims": list(array.shape),
-        "data": base64.b64encode(little.tobytes()).decode(),
+        "data": base64.b64encode(little.tobytes(order="C")).decode(),
     }
 
 
