@@ -197,6 +197,8 @@ def export_onnx(
     external_data: bool | None = None,
     optimize: bool = True,
     random_state: str = "input",
+    report=None,
+    verify: bool | Sequence = False,
 ) -> onnx.ModelProto:
     """Export a PyTensor graph to ONNX and return the checked model.
 
@@ -213,8 +215,16 @@ def export_onnx(
     named after it, its advanced state the output ``<name>_updated`` (feed it back for new
     draws); ``random_state="bake"`` stores its current state instead, so every run gives
     the same draws.
+
+    `report` is a path to write the model's report to (`pt_onnxscript.report`: opset, inputs
+    and outputs, nodes by op type, Loops and Ifs, initializers, ops without kernels, known
+    runtime failures; ``.json`` for JSON, Markdown otherwise). `verify=True` adds each
+    output's largest error against PyTensor's Python implementation on inputs generated
+    from the specs; a sequence of values (one per explicit input) verifies on those.
     """
     check_opset(opset)
+    if verify is not False and report is None:
+        raise ValueError("verify adds to the report: pass report=path with it")
     if dims is not None and not isinstance(dims, Mapping):
         raise TypeError(
             f"dims must map input names to their dims, such as {{'x': ('batch', 4)}}, not "
@@ -223,8 +233,9 @@ def export_onnx(
     if path is None and external_data:
         raise ValueError("external_data=True needs a path to write the data file beside")
     with no_cyclic_gc():  # the graph's copy, the translation, the checked model
+        fn = as_function(source, "export_onnx")
         model = function_to_model(
-            as_function(source, "export_onnx"),
+            fn,
             opset=opset,
             dims=dims,
             shared=shared,
@@ -233,8 +244,22 @@ def export_onnx(
             random_state=random_state,
         )
         if path is None:
-            return to_proto(model, dims=dims)
-        return save_model(model, path, external_data=external_data, dims=dims)
+            proto = to_proto(model, dims=dims)
+        else:
+            proto = save_model(model, path, external_data=external_data, dims=dims)
+    if report is not None:
+        _write_report(fn, proto, report, verify)
+    return proto
+
+
+def _write_report(fn, proto, path, verify) -> None:
+    from pt_onnxscript import report as reporting
+
+    verification = None
+    if verify is not False:
+        values = None if verify is True else list(verify)
+        verification = reporting.verify(fn, proto, values)
+    reporting.write(reporting.describe(proto, verification=verification), path)
 
 
 def _symbolic_input(name: str, spec) -> tuple[Variable, tuple[Dim, ...]]:
