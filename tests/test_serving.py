@@ -1,0 +1,173 @@
+"""Serving on existing engines (pt_onnxscript.serving): Triton's model repository layout, its
+config checked against Triton's ModelConfig schema (the fields written, with their numbers
+and types from triton-inference-server/common's protobuf/model_config.proto)."""
+
+import numpy as np
+import onnx
+import pytensor.tensor as pt
+import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+
+from pt_onnxscript import export_onnx, runtimes
+from pt_onnxscript.serving import export_model_repository
+
+F = descriptor_pb2.FieldDescriptorProto
+
+
+def _model_config_class():
+    """Triton's ModelConfig, the part our config.pbtxt uses (model_config.proto)."""
+    file = descriptor_pb2.FileDescriptorProto(name="triton_subset.proto", package="inference")
+    dtype = file.enum_type.add(name="DataType")
+    names = ["INVALID", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16"]
+    names += ["INT32", "INT64", "FP16", "FP32", "FP64", "STRING", "BF16"]
+    for number, name in enumerate(names):
+        dtype.value.add(name=f"TYPE_{name}", number=number)
+
+    def message(name, fields):
+        msg = file.message_type.add(name=name)
+        for field_name, number, kind, label, type_name in fields:
+            msg.field.add(
+                name=field_name, number=number, type=kind, label=label, type_name=type_name
+            )
+        return msg
+
+    one, many = F.LABEL_OPTIONAL, F.LABEL_REPEATED
+    message("ModelTensorReshape", [("shape", 1, F.TYPE_INT64, many, None)])
+    tensor = [
+        ("name", 1, F.TYPE_STRING, one, None),
+        ("data_type", 2, F.TYPE_ENUM, one, ".inference.DataType"),
+    ]
+    message(
+        "ModelInput",
+        [
+            *tensor,
+            ("dims", 4, F.TYPE_INT64, many, None),
+            ("reshape", 5, F.TYPE_MESSAGE, one, ".inference.ModelTensorReshape"),
+        ],
+    )
+    message(
+        "ModelOutput",
+        [
+            *tensor,
+            ("dims", 3, F.TYPE_INT64, many, None),
+            ("reshape", 5, F.TYPE_MESSAGE, one, ".inference.ModelTensorReshape"),
+        ],
+    )
+    group = message(
+        "ModelInstanceGroup",
+        [
+            ("count", 2, F.TYPE_INT32, one, None),
+            ("kind", 4, F.TYPE_ENUM, one, ".inference.ModelInstanceGroup.Kind"),
+        ],
+    )
+    kind = group.enum_type.add(name="Kind")
+    for number, name in enumerate(["KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL"]):
+        kind.value.add(name=name, number=number)
+    message("ModelDynamicBatching", [])
+    message(
+        "ModelConfig",
+        [
+            ("name", 1, F.TYPE_STRING, one, None),
+            ("platform", 2, F.TYPE_STRING, one, None),
+            ("max_batch_size", 4, F.TYPE_INT32, one, None),
+            ("input", 5, F.TYPE_MESSAGE, many, ".inference.ModelInput"),
+            ("output", 6, F.TYPE_MESSAGE, many, ".inference.ModelOutput"),
+            ("instance_group", 7, F.TYPE_MESSAGE, many, ".inference.ModelInstanceGroup"),
+            ("dynamic_batching", 11, F.TYPE_MESSAGE, one, ".inference.ModelDynamicBatching"),
+        ],
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("inference.ModelConfig"))
+
+
+ModelConfig = _model_config_class()
+DTYPE_NAMES = {
+    v.number: v.name for v in ModelConfig.DESCRIPTOR.file.enum_types_by_name["DataType"].values
+}
+
+
+def parsed(path):
+    return text_format.Parse(path.read_text(), ModelConfig())
+
+
+def graph():
+    x = pt.dmatrix("x")
+    scale = pt.dscalar("scale")
+    flags = pt.tensor("flags", dtype="bool", shape=(None,))
+    return [x, scale, flags], [
+        pt.exp(x).sum(axis=1) * scale,
+        pt.switch(flags, 1, 2).astype("int64"),
+    ]
+
+
+def test_model_repository_layout_and_config(tmp_path):
+    root = export_model_repository(graph(), tmp_path, "density")
+    assert root == tmp_path / "density"
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "density",
+        "density/1",
+        "density/1/model.onnx",
+        "density/config.pbtxt",
+    ]
+    config = parsed(root / "config.pbtxt")
+    assert (config.name, config.platform, config.max_batch_size) == (
+        "density",
+        "onnxruntime_onnx",
+        0,
+    )
+    inputs = [
+        (
+            t.name,
+            ModelConfig.DESCRIPTOR.fields_by_name["input"]
+            .message_type.fields_by_name["data_type"]
+            .enum_type.values_by_number[t.data_type]
+            .name,
+            list(t.dims),
+            list(t.reshape.shape),
+            t.HasField("reshape"),
+        )
+        for t in config.input
+    ]
+    assert inputs == [
+        ("x", "TYPE_FP64", [-1, -1], [], False),
+        ("scale", "TYPE_FP64", [1], [], True),  # a 0-d input: one element, reshaped to 0-d
+        ("flags", "TYPE_BOOL", [-1], [], False),
+    ]
+    assert [(t.name, DTYPE_NAMES[t.data_type], list(t.dims)) for t in config.output] == [
+        ("output_0", "TYPE_FP64", [-1]),
+        ("output_1", "TYPE_INT64", [-1]),
+    ]
+    assert [(g.kind, g.count) for g in config.instance_group] == [(2, 1)]  # KIND_CPU
+    # The model in the repository is the one export_onnx writes, and runs.
+    model = onnx.load(root / "1" / "model.onnx")
+    assert model.graph.SerializeToString() == export_onnx(graph()).graph.SerializeToString()
+    feeds = {"x": np.ones((2, 3)), "scale": np.array(2.0), "flags": np.array([True, False])}
+    got = runtimes.run_onnxruntime(model, feeds)
+    np.testing.assert_allclose(got["output_0"], 2 * 3 * np.e * np.ones(2), rtol=1e-15)
+
+
+def test_batching_takes_the_leading_batch_dim(tmp_path):
+    x = pt.dmatrix("x")
+    fn_graph = ([x], [pt.log1p(x**2).sum(axis=1)])
+    root = export_model_repository(
+        fn_graph, tmp_path, "rows", batching=True, max_batch_size=32, dims={"x": ("batch", 4)}
+    )
+    config = parsed(root / "config.pbtxt")
+    assert config.max_batch_size == 32 and config.HasField("dynamic_batching")
+    assert [list(t.dims) for t in config.input] == [[4]]
+    assert [list(t.dims) for t in config.output] == [[1]]  # 0-d per row
+    assert [t.HasField("reshape") for t in config.output] == [True]
+
+
+def test_bad_requests_are_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ValueError, match="same leading symbolic dim"):
+        export_model_repository(graph(), tmp_path, "m", batching=True)
+    assert not (tmp_path / "m" / "config.pbtxt").exists()
+    assert not (tmp_path / "m" / "1" / "model.onnx").exists()
+    with pytest.raises(ValueError, match="model name"):
+        export_model_repository(graph(), tmp_path, "a/b")
+    with pytest.raises(ValueError, match="version"):
+        export_model_repository(graph(), tmp_path, "m", version=0)
+    with pytest.raises(TypeError, match="need a PyTensor source"):
+        export_model_repository(export_onnx(graph()), tmp_path, "m", opset=18)
