@@ -1,5 +1,8 @@
 """Serving an exported model on existing inference servers.
 
+Triton Inference Server
+-----------------------
+
 ``export_model_repository(source, directory, name)`` writes the model repository layout that
 Triton Inference Server (and KServe's Triton runtime) reads::
 
@@ -15,8 +18,18 @@ CPU (ONNX Runtime's CUDA build lacks float64 kernels for much of what a PyTensor
 computes). With ``batching=True``, every input and output must have the same leading
 symbolic dim (a batch of points, rows, images): Triton then batches requests itself
 (``max_batch_size``, ``dynamic_batching``) and the dims exclude that dim.
+
+MLServer
+--------
+``export_mlserver_model(source, directory, name)`` writes ``<directory>/<name>/model.onnx``
+and the ``model-settings.json`` that makes MLServer (``pip install pt_onnxscript[serving]``)
+serve it with `pt_onnxscript.mlserver_runtime` over the Open Inference Protocol (KServe
+V2, REST and gRPC), batching concurrent requests along their first dim where asked
+(``max_batch_size``, ``max_batch_time``). ``mlserver start <directory>`` serves every model
+under it; a ``settings.json`` there sets the host and ports (`write_mlserver_settings`).
 """
 
+import json
 import os
 import re
 from pathlib import Path
@@ -147,18 +160,8 @@ def export_model_repository(
     root = Path(directory) / name
     target = root / str(version) / "model.onnx"
     target.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(source, onnx.ModelProto | str | os.PathLike):
-        if export_options:
-            raise TypeError(
-                f"export options {sorted(export_options)} need a PyTensor source, not a model"
-            )
-        model = source if isinstance(source, onnx.ModelProto) else onnx.load(os.fspath(source))
-        onnx.save_model(model, target)
-    else:
-        from pt_onnxscript.export import export_onnx
-
-        # Written by export_onnx: tensors past 2 GB go to model.onnx.data beside it.
-        model = export_onnx(source, target, **export_options)
+    # Written by export_onnx for a PyTensor source: tensors past 2 GB go beside it.
+    model = _write_model(source, target, export_options)
     try:
         config = triton_config(
             model, name, batching=batching, max_batch_size=max_batch_size, instances=instances
@@ -169,3 +172,75 @@ def export_model_repository(
         raise
     (root / "config.pbtxt").write_text(config)
     return root
+
+
+def _write_model(source, target: Path, export_options) -> onnx.ModelProto:
+    """`source` (PyTensor, or an ONNX model or file) written to `target`."""
+    if isinstance(source, onnx.ModelProto | str | os.PathLike):
+        if export_options:
+            raise TypeError(
+                f"export options {sorted(export_options)} need a PyTensor source, not a model"
+            )
+        model = source if isinstance(source, onnx.ModelProto) else onnx.load(os.fspath(source))
+        onnx.save_model(model, target)
+        return model
+    from pt_onnxscript.export import export_onnx
+
+    return export_onnx(source, target, **export_options)
+
+
+def export_mlserver_model(
+    source,
+    directory,
+    name: str,
+    *,
+    max_batch_size: int = 0,
+    max_batch_time: float = 0.0,
+    threads: int | None = None,
+    **export_options,
+) -> Path:
+    """Write `source` (as `export_model_repository` takes it) and its MLServer settings to
+    ``<directory>/<name>``; returns that directory. `max_batch_size` > 0 lets MLServer join
+    up to that many concurrent requests along their first dim, waiting at most
+    `max_batch_time` seconds for them (every input and output must then have a leading
+    batch dim); `threads` are ONNX Runtime's per session (None: its default pool)."""
+    if not (isinstance(name, str) and _NAME.match(name)):
+        raise ValueError(f"The model name must be letters, digits, '_', '.' or '-', not {name!r}")
+    if isinstance(max_batch_size, bool) or not (
+        isinstance(max_batch_size, int) and max_batch_size >= 0
+    ):
+        raise ValueError(f"max_batch_size must be an int >= 0, not {max_batch_size!r}")
+    root = Path(directory) / name
+    root.mkdir(parents=True, exist_ok=True)
+    _write_model(source, root / "model.onnx", export_options)
+    settings = {
+        "name": name,
+        "implementation": "pt_onnxscript.mlserver_runtime.OnnxRuntimeModel",
+        "parameters": {"uri": "./model.onnx", "extra": {"threads": threads}},
+        "max_batch_size": max_batch_size,
+        "max_batch_time": max_batch_time,
+    }
+    (root / "model-settings.json").write_text(json.dumps(settings, indent=2) + "\n")
+    return root
+
+
+def write_mlserver_settings(
+    directory,
+    *,
+    host: str = "127.0.0.1",
+    http_port: int = 8080,
+    grpc_port: int = 8081,
+    metrics_port: int = 8082,
+) -> Path:
+    """MLServer's ``settings.json`` in `directory`: where it listens (by default this machine
+    only), its models loaded in the server's own process (``parallel_workers: 0``)."""
+    settings = {
+        "host": host,
+        "http_port": http_port,
+        "grpc_port": grpc_port,
+        "metrics_port": metrics_port,
+        "parallel_workers": 0,
+    }
+    path = Path(directory) / "settings.json"
+    path.write_text(json.dumps(settings, indent=2) + "\n")
+    return path

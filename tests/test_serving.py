@@ -2,14 +2,31 @@
 config checked against Triton's ModelConfig schema (the fields written, with their numbers
 and types from triton-inference-server/common's protobuf/model_config.proto)."""
 
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
 import numpy as np
 import onnx
+import pytensor
 import pytensor.tensor as pt
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
 from pt_onnxscript import export_onnx, runtimes
-from pt_onnxscript.serving import export_model_repository
+from pt_onnxscript.serving import (
+    export_mlserver_model,
+    export_model_repository,
+    write_mlserver_settings,
+)
 
 F = descriptor_pb2.FieldDescriptorProto
 
@@ -171,3 +188,117 @@ def test_bad_requests_are_refused_before_anything_is_written(tmp_path):
         export_model_repository(graph(), tmp_path, "m", version=0)
     with pytest.raises(TypeError, match="need a PyTensor source"):
         export_model_repository(export_onnx(graph()), tmp_path, "m", opset=18)
+
+
+def _free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.fixture(scope="module")
+def mlserver(tmp_path_factory):
+    """MLServer serving a batched log-density (points (K, 3) -> logp (K,), gradient (K, 3),
+    float64) with adaptive batching, on 127.0.0.1; its V2 REST base URL and the model."""
+    if shutil.which("mlserver") is None and not (Path(sys.executable).parent / "mlserver").exists():
+        message = "the MLServer test needs mlserver (pip install pt_onnxscript[serving])"
+        if os.environ.get("PT_ONNXSCRIPT_REQUIRE_SERVING"):
+            pytest.fail(message)
+        pytest.skip(message)
+    directory = tmp_path_factory.mktemp("mlserver")
+    points = pt.dmatrix("points")
+    logp = -0.5 * (points**2).sum(axis=1) - pt.log1p(pt.exp(points)).sum(axis=1)
+    source = ([points], [logp, pytensor.grad(logp.sum(), points)])
+    model = export_onnx(source, dims={"points": ("batch", 3)}, output_names=["logp", "dlogp"])
+    export_mlserver_model(model, directory, "density", max_batch_size=16, max_batch_time=0.05)
+    http, grpc, metrics = _free_ports(3)
+    write_mlserver_settings(directory, http_port=http, grpc_port=grpc, metrics_port=metrics)
+    executable = shutil.which("mlserver") or str(Path(sys.executable).parent / "mlserver")
+    server = subprocess.Popen(
+        [executable, "start", str(directory)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{http}/v2/models/density"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/ready", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"MLServer did not start: {server.stdout.read()[-3000:]}")
+            time.sleep(0.5)
+        yield url, model
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _infer(url: str, points: np.ndarray) -> dict:
+    body = {
+        "inputs": [
+            {
+                "name": "points",
+                "datatype": "FP64",
+                "shape": list(points.shape),
+                "data": points.reshape(-1).tolist(),
+            }
+        ]
+    }
+    request = urllib.request.Request(
+        f"{url}/infer",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer = json.loads(response.read())
+    return {
+        out["name"]: np.array(out["data"], dtype=np.float64).reshape(out["shape"])
+        for out in answer["outputs"]
+        if out["datatype"] == "FP64"
+    }
+
+
+def test_mlserver_answers_v2_requests_exactly_as_onnxruntime(mlserver):
+    """FP64 in and out: a request alone gets ONNX Runtime's results bit for bit; concurrent
+    requests, which MLServer's adaptive batching may join into one call, each get their own
+    rows, within an ulp or two (ONNX Runtime's vectorised Exp and Log round the elements of a
+    block's tail differently, so a row's last bit can depend on its place in a batch)."""
+    url, model = mlserver
+    rng = np.random.default_rng(0)
+    alone = rng.normal(size=(7, 3))
+    answer, want = _infer(url, alone), runtimes.run_onnxruntime(model, {"points": alone})
+    assert sorted(answer) == ["dlogp", "logp"]
+    for name in ("logp", "dlogp"):
+        assert answer[name].shape == want[name].shape
+        np.testing.assert_array_equal(answer[name], want[name])
+    requests = [rng.normal(size=(k, 3)) for k in (1, 2, 5, 3, 1, 4)]
+    with ThreadPoolExecutor(len(requests)) as pool:
+        answers = list(pool.map(lambda p: _infer(url, p), requests))
+    for points, answer in zip(requests, answers, strict=True):
+        want = runtimes.run_onnxruntime(model, {"points": points})
+        for name in ("logp", "dlogp"):
+            assert answer[name].shape == want[name].shape
+            np.testing.assert_allclose(answer[name], want[name], rtol=1e-15, atol=0)
+
+
+def test_mlserver_names_a_wrong_input(mlserver):
+    url, _ = mlserver
+    body = {"inputs": [{"name": "x", "datatype": "FP64", "shape": [1, 3], "data": [0, 0, 0]}]}
+    request = urllib.request.Request(
+        f"{url}/infer", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(request, timeout=30)
+    assert raised.value.code == 400
+    assert "no input 'x'" in raised.value.read().decode()
