@@ -302,3 +302,43 @@ def test_mlserver_names_a_wrong_input(mlserver):
         urllib.request.urlopen(request, timeout=30)
     assert raised.value.code == 400
     assert "no input 'x'" in raised.value.read().decode()
+
+
+def test_predictive_batches_across_ray_workers():
+    """Batches of parameter draws, each with its own random state, through an exported
+    predictive model on two Ray workers of a local cluster: each batch's draws equal one
+    ONNX Runtime session's on this process."""
+    if os.environ.get("PT_ONNXSCRIPT_REQUIRE_SERVING"):
+        import ray
+    else:
+        ray = pytest.importorskip("ray", reason="pip install pt_onnxscript[serving]")
+    from pt_onnxscript.ray_workers import OnnxWorkers
+
+    rng = pytensor.shared(np.random.default_rng(0), name="rng")
+    mu = pt.dvector("mu")
+    sigma = pt.dvector("sigma")
+    draws = pt.random.normal(mu[:, None], sigma[:, None], size=(mu.shape[0], 5), rng=rng)
+    fn = pytensor.function([mu, sigma], draws, updates={rng: draws.owner.outputs[0]})
+    model = export_onnx(fn)
+    posterior = np.random.default_rng(1)
+    batches = [
+        {
+            "mu": posterior.normal(size=k),
+            "sigma": posterior.uniform(0.5, 2, size=k),
+            "rng": np.array([seed, 0], dtype=np.uint64),
+        }
+        for seed, k in enumerate((3, 4, 2, 5))
+    ]
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        workers = OnnxWorkers(model, workers=2)
+        results = workers.map(batches)
+        workers.close()
+    finally:
+        ray.shutdown()
+    for feed, got in zip(batches, results, strict=True):
+        want = runtimes.run_onnxruntime(model, feed)
+        assert sorted(got) == sorted(want)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
+    assert results[0]["output_0"].shape == (3, 5)
