@@ -88,6 +88,9 @@ class _Builder(GraphBuilder):
             # By id: the inner Sigmoid nodes of those graphs that share their parts with
             # another Sigmoid or a Softplus (ops.scalar.math.shared_logistic).
             self.shared_logistic: set[int] = set()
+            # The ONNX values whose logistic parts (exp(-|w|), ...) a translation has built,
+            # by the value they are (or guard: ops.common.unguarded).
+            self.logistic_bases: dict = {}
             # The names of symbolic dims that name one dim of one graph input: two values
             # whose shapes carry such a name have the same size there (a name the user gave
             # to dims of several inputs only says they should).

@@ -115,6 +115,16 @@ def negation_of(value: ir.Value) -> ir.Value | None:
     return node.inputs[0]
 
 
+def unguarded(value: ir.Value) -> ir.Value:
+    """The value `value` passes through a failure guard (``Expand(v, guard)`` of
+    `failure_guard`), or `value` itself: the same elements."""
+    node = value.producer()
+    if node is None or node.op_type != "Expand" or len(node.inputs) != 2:
+        return value
+    shape = node.inputs[1].producer() if node.inputs[1] is not None else None
+    return node.inputs[0] if shape is not None and CHECK in shape.meta else value
+
+
 def negate(g, cond):
     """Not(cond), as Xor(cond, True): ONNX Runtime's NotWhereFusion rewrites Where(Not(c), x, y)
     into Where(c, y, x), which would put a branch back where Where loses its -0.0."""

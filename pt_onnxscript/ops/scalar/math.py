@@ -23,7 +23,7 @@ import pytensor.scalar.math as psm
 from onnxscript import DOUBLE, FLOAT
 from onnxscript import opset18 as op18
 
-from pt_onnxscript.ops.common import constant, negation_of
+from pt_onnxscript.ops.common import constant, negation_of, unguarded
 from pt_onnxscript.ops.scalar.constants import LN2, MAXLOG, NAN, PI
 from pt_onnxscript.optimize import NON_NEGATIVE
 from pt_onnxscript.registry import lookup, register_scalar
@@ -82,7 +82,7 @@ def logistic_parts(w: TFloat) -> tuple[TFloat, TFloat, TFloat]:
     return t, d, op18.Log(d) - ((d - one) - t) / d
 
 
-def logistic(g, op, x, dtype: str):
+def logistic(g, op, x, dtype: str, w=None):
     """Softplus or Sigmoid (`op`) of ONNX value `x` (PyTensor dtype `dtype`), x = w or -w,
     from `logistic_parts` of w: softplus(x) = max(x, 0) + log1p(exp(-|x|)), sigmoid(w) =
     (1 or t) / (1 + t) by the sign of w, sigmoid(-w) = (t or 1) / (1 + t).
@@ -94,7 +94,9 @@ def logistic(g, op, x, dtype: str):
     or NaN, marked so (`optimize.NON_NEGATIVE`): a Where choosing it needs no sign repair.
     """
     negated = negation_of(x)
-    w = x if negated is None else negated
+    if w is None:
+        w = x if negated is None else negated
+        g.builder.root.logistic_bases.setdefault(unguarded(w), w)
     t, d, log1p_t = inline(g, logistic_parts, w)
     if isinstance(op, psm.Softplus):
         result = g.Add(g.Relu(x), log1p_t)
@@ -648,10 +650,16 @@ def transcendental(g, node, x):
 @register_scalar(psm.Softplus, psm.Sigmoid)
 def logistic_op(g, node, x):
     """Softplus -> `logistic`; Sigmoid -> 1 / (1 + exp(-x)), or `logistic` where it shares its
-    parts with another Sigmoid or a Softplus of a Composite (`shared_logistic`)."""
+    parts with another Sigmoid or a Softplus of its Composite (`shared_logistic`) or with
+    one of x or -x already translated (an Elemwise sigmoid beside a fused softplus)."""
     (x,), dtype = _computed_inputs(g, node, [x])
-    if isinstance(node.op, psm.Softplus) or id(node) in g.builder.root.shared_logistic:
+    root = g.builder.root
+    negated = negation_of(x)
+    built = root.logistic_bases.get(unguarded(x if negated is None else negated))
+    if isinstance(node.op, psm.Softplus) or id(node) in root.shared_logistic:
         result = logistic(g, node.op, x, dtype)
+    elif built is not None:
+        result = logistic(g, node.op, x, dtype, w=built)
     else:
         result = inline(g, sigmoid, x)
     return _as_output(g, node, result, dtype)
