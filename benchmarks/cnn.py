@@ -10,6 +10,8 @@ interleaved across the runners, the median of the rounds, wall time beside CPU t
 Run: python benchmarks/cnn.py   (needs scikit-learn, the `test` extra)
 """
 
+import argparse
+
 from timing import ROUNDS, interleaved, session  # first: one core, one thread, before BLAS loads
 
 # isort: split
@@ -80,4 +82,7 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

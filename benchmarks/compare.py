@@ -9,6 +9,8 @@ Run: python benchmarks/compare.py   (needs the `bench` extra, PyTorch's CPU buil
 pip install -e ".[test,bench]" --extra-index-url https://download.pytorch.org/whl/cpu)
 """
 
+import argparse
+
 from timing import ROUNDS, interleaved, session  # first: one core, one thread, before BLAS loads
 
 # isort: split
@@ -122,4 +124,7 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

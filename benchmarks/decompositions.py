@@ -7,6 +7,8 @@ One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
 Run: python benchmarks/decompositions.py
 """
 
+import argparse
+
 from timing import default_against_exported  # first: one core, one thread, before BLAS loads
 
 # isort: split
@@ -55,4 +57,7 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

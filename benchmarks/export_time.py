@@ -9,6 +9,8 @@ the optimiser. Wall time, the best of three.
 Run: python benchmarks/export_time.py
 """
 
+import argparse
+
 from timing import ROUNDS  # noqa: F401  (first: one core, one thread, before BLAS loads)
 
 # isort: split
@@ -70,4 +72,7 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

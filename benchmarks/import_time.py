@@ -6,6 +6,7 @@ interleaved, one thread, median wall and CPU seconds.
     python benchmarks/import_time.py
 """
 
+import argparse
 import os
 import resource
 import statistics
@@ -60,4 +61,7 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

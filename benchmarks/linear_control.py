@@ -16,6 +16,8 @@ Static sizes, float64. One core, one thread, rounds interleaved, medians
 Run: python benchmarks/linear_control.py
 """
 
+import argparse
+
 from timing import ROUNDS, interleaved, session  # first: one core, one thread, before BLAS loads
 
 # isort: split
@@ -139,5 +141,8 @@ def riccati():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     lyapunov()
     riccati()

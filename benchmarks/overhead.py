@@ -8,6 +8,8 @@ One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
 Run: python benchmarks/overhead.py
 """
 
+import argparse
+
 from timing import ROUNDS, interleaved, session  # first: one core, one thread, before BLAS loads
 
 # isort: split
@@ -48,4 +50,7 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

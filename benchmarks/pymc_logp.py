@@ -138,7 +138,7 @@ def runners_for(model):
     for name in ("PyMC NUMBA mode", 'PyMC mode "ONNX"', "exported, ONNX Runtime"):
         other_logp, other_dlogp = runners[name](point)
         np.testing.assert_allclose(other_logp, logp, rtol=1e-9)
-        # PyTensor's C digamma is accurate to about 4e-9 only (README, "PyMC").
+        # PyTensor's C digamma is accurate to about 4e-9 only (docs/pymc.md).
         np.testing.assert_allclose(other_dlogp, dlogp, rtol=1e-7, atol=1e-12)
     # Each row of the batched model is the one-point model's result for that row.
     rows_logp, rows_dlogp = batched.run(None, {"points": many[:8]})

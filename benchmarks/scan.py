@@ -10,6 +10,8 @@ One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
 Run: python benchmarks/scan.py
 """
 
+import argparse
+
 from timing import ROUNDS, interleaved, session  # first: one core, one thread, before BLAS loads
 
 # isort: split
@@ -129,4 +131,7 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

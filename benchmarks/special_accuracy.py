@@ -6,6 +6,8 @@ to the smallest normal number of the dtype at least, so results that underflow t
 count by their absolute error. Run: python benchmarks/special_accuracy.py
 """
 
+import argparse
+
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
@@ -123,4 +125,7 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

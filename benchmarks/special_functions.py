@@ -8,6 +8,8 @@ One core, one thread, rounds interleaved, medians (benchmarks/timing.py).
 Run: python benchmarks/special_functions.py
 """
 
+import argparse
+
 from timing import default_against_exported  # first: one core, one thread, before BLAS loads
 
 # isort: split
@@ -44,4 +46,7 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

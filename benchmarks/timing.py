@@ -13,6 +13,7 @@ if hasattr(os, "sched_setaffinity"):
 
 import collections
 import statistics
+import sys
 import time
 
 import onnxruntime as ort
@@ -30,7 +31,9 @@ def session(model):
 
 
 def interleaved(runners, value, seconds=0.05):
-    """Median wall and CPU seconds per call of each runner on `value`, rounds interleaved."""
+    """Median wall and CPU seconds per call of each runner on `value`, rounds interleaved;
+    a line on stderr when done (the benchmarks' progress)."""
+    began = time.perf_counter()
     numbers = {}
     for name, run in runners.items():
         run(value)
@@ -46,6 +49,8 @@ def interleaved(runners, value, seconds=0.05):
                 run(value)
             wall[name].append((time.perf_counter() - w0) / numbers[name])
             cpu[name].append((time.process_time() - c0) / numbers[name])
+    elapsed = time.perf_counter() - began
+    print(f"  timed {', '.join(runners)}: {ROUNDS} rounds, {elapsed:.1f} s", file=sys.stderr)
     return {name: (statistics.median(wall[name]), statistics.median(cpu[name])) for name in runners}
 
 

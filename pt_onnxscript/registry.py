@@ -13,6 +13,8 @@ registration.
 """
 
 import importlib
+import importlib.util
+import inspect
 from collections.abc import Callable
 
 from pytensor.graph.op import Op
@@ -167,3 +169,40 @@ def scalar_translation_for(scalar_op: ScalarOp) -> Translation | None:
 
 def blockwise_translation_for(core_op: Op) -> Translation | None:
     return lookup(_blockwise_translations, core_op)
+
+
+_KINDS = (
+    (_translations, "Op"),
+    (_scalar_translations, "scalar Op"),
+    (_blockwise_translations, "Blockwise core Op"),
+    (_function_translations, "function"),
+)
+
+
+def translations() -> list[dict[str, str]]:
+    """Every registered translation, for the documentation's table: dicts of ``op`` (the Op
+    class, or the function's name), ``kind`` (Op, scalar Op, Blockwise core Op, function),
+    ``translation`` (its function) and ``doc`` (its docstring). Includes the translations of
+    other libraries' Ops whose library is installed (PyMC's, pytensor.sparse's)."""
+    load_builtins()
+    for library in list(_library_translations):
+        if importlib.util.find_spec(library.split(".")[0]) is None:
+            continue
+        try:
+            importlib.import_module(library)
+        except ImportError:  # installed but not importable with this PyTensor
+            continue
+        importlib.import_module(_library_translations.pop(library))
+    rows = []
+    for table, kind in _KINDS:
+        for key, translation in table.items():
+            name = key if isinstance(key, str) else f"{key.__module__}.{key.__qualname__}"
+            rows.append(
+                {
+                    "op": name,
+                    "kind": kind,
+                    "translation": f"{translation.__module__}.{translation.__qualname__}",
+                    "doc": inspect.getdoc(translation) or "",
+                }
+            )
+    return sorted(rows, key=lambda row: (row["kind"] != "Op", row["kind"], row["op"]))

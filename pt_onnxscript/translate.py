@@ -327,7 +327,7 @@ def check_supported(nodes: Sequence[Apply], scalar: bool = False, variables=()) 
         f"The graph has {what}:\n"
         + "\n".join(lines)
         + "\nRewrite the graph to avoid them, or register a translation with "
-        "pt_onnxscript.register (see the README)."
+        "pt_onnxscript.register (docs/extending.md: Adding a translation)."
     )
 
 

@@ -1,4 +1,4 @@
-"""Adding translations the way the README says: register, inline scripted functions (scripts
+"""Adding translations the way the docs say (docs/extending.md): register, inline scripted functions (scripts
 calling scripts included), return one output or a list."""
 
 import re
@@ -17,12 +17,11 @@ from pytensor.graph.op import Op
 from pt_onnxscript import export_onnx, register
 from pt_onnxscript.testing import compare_onnx_and_py
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+EXTENDING = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
 
 
 def _readme_example() -> str:
-    section = README.read_text().split("## Adding a translation", 1)[1].split("\n## ", 1)[0]
-    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    (code,) = re.findall(r"```python\n(.*?)```", EXTENDING.read_text(), flags=re.DOTALL)
     return code
 
 
