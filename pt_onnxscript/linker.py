@@ -347,10 +347,9 @@ def raise_check(
             raise exc_type(message) from err
     name = names[-1] if names else None
     node = None if name is None else _node_named(model, name)
-    failure = _failure(err, model, name, node, feeds)
     if node is not None and _OUT_OF_BOUNDS.search(str(err)) and _indexes(node):
-        raise IndexOutOfBoundsError(failure) from err
-    raise ExecutionError(failure) from err
+        raise IndexOutOfBoundsError(_failure(err, model, name, node, feeds, INDEX_HINT)) from err
+    raise ExecutionError(_failure(err, model, name, node, feeds)) from err
 
 
 def _node_named(model: ir.Model, name: str) -> ir.Node | None:
@@ -389,12 +388,34 @@ def _indexes(node: ir.Node) -> bool:
     )
 
 
-def _failure(err: Exception, model: ir.Model, name: str | None, node: ir.Node | None, feeds) -> str:
+# What an ExecutionError ends with: the way out.
+RUN_HINT = (
+    "If PyTensor's own modes fail on these inputs too, they do not fit the graph; if not, "
+    "the translation is wrong: please report it with the model "
+    "(pt_onnxscript.export_onnx(function, path))."
+)
+INDEX_HINT = (
+    "An index is out of bounds for the axis it indexes (PyTensor's own modes raise an "
+    "IndexError for it too): check the indices given."
+)
+# ONNX Runtime's source location, the C++ function and the failed assertion before its
+# message: "void onnxruntime::BroadcastIterator::Init(ptrdiff_t, ptrdiff_t) axis == 1 ||
+# axis == largest was false. Attempting to broadcast...".
+_INTERNALS = re.compile(
+    r"^(?:\S+\.(?:h|cc):\d+ )?(?:[\w:<>*&, ]*?onnxruntime::[\w:<>~]+\(.*?\)(?: const)? )?"
+    r"(?:[^.]*? was false\. )?"
+)
+
+
+def _failure(
+    err: Exception, model: ir.Model, name: str | None, node: ir.Node | None, feeds, hint=RUN_HINT
+) -> str:
     """What went wrong, in the model's terms: the node `name` (`node`, where the model has
     it), the PyTensor node and user's line it was translated from, ONNX Runtime's own words
-    and the inputs' dtypes and shapes."""
+    (without its C++ source location, function and assertion) and the inputs' dtypes and
+    shapes, then `hint`."""
     said = str(err).split("Status Message: ", 1)[-1].strip()
-    said = re.sub(r"^\S+\.(h|cc):\d+ (onnxruntime::\S+\(.*?\) )?", "", said)
+    said = _INTERNALS.sub("", said, count=1)
     lines = [f"ONNX Runtime failed running {model.graph.name or 'the model'}"]
     if name is not None:
         lines[0] = f"ONNX Runtime failed at node {name!r}"
@@ -413,11 +434,7 @@ def _failure(err: Exception, model: ir.Model, name: str | None, node: ir.Node | 
             for key, value in feeds.items()
         )
         lines.append(f"  inputs: {given}")
-    lines.append(
-        "If PyTensor's own modes fail on these inputs too, they do not fit the graph; if not, "
-        "the translation is wrong: please report it with the model "
-        "(pt_onnxscript.export_onnx(function, path))."
-    )
+    lines.append(hint)
     return "\n".join(lines)
 
 

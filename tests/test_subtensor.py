@@ -130,6 +130,10 @@ def test_an_index_out_of_bounds_is_an_index_error_as_in_pytensor(index, bad):
     with pytest.raises(IndexOutOfBoundsError, match="PyTensor op: Advanced") as raised:
         fn(*values)
     assert isinstance(raised.value, IndexError) and isinstance(raised.value, ExecutionError)
+    # The way out is the user's indices, not a bug report; no C++ from ONNX Runtime.
+    message = str(raised.value)
+    assert message.endswith("check the indices given.") and "report" not in message
+    assert "onnxruntime::" not in message
     fn(values[0], values[1], np.array([0, 3]))  # in bounds: runs
 
 
@@ -146,6 +150,18 @@ def test_other_failures_are_no_index_errors():
         with pytest.raises(error) as raised:
             fn(*values)
         assert not isinstance(raised.value, IndexError)
+
+
+def test_onnx_runtimes_internals_stay_out_of_execution_errors():
+    """ONNX Runtime's source location, C++ function and failed assertion are cut from what
+    it says; its message stays."""
+    x, y = pt.dvector("x"), pt.dvector("y")
+    fn = pytensor.function([x, y], x + y, mode="ONNX")
+    with pytest.raises(ExecutionError) as raised:
+        fn(np.zeros(3), np.zeros(4))
+    said = next(line for line in str(raised.value).splitlines() if "ONNX Runtime said" in line)
+    assert said.endswith("Attempting to broadcast an axis by a dimension other than 1. 3 by 4")
+    assert "onnxruntime::" not in said and "was false" not in said
 
 
 def test_an_index_out_of_bounds_in_a_scan_step_is_an_index_error():
