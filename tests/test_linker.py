@@ -280,3 +280,37 @@ def test_inputs_that_do_not_fit_raise_a_value_error_as_in_pytensor(build, values
     with pytest.raises(ValueError):
         pytensor.function(ins, out, mode="ONNX")(*values)
     assert issubclass(ExecutionError, ValueError)
+
+
+def test_an_onnx_export_function_is_safe_to_call_from_many_threads():
+    """The server's path (docs: thread safety): an @onnx_export function keeps no state
+    between calls and ONNX Runtime's run is thread-safe, so 8 threads calling one at once
+    each get their own results."""
+    import threading
+
+    from pt_onnxscript import onnx_export
+
+    @onnx_export(x=("float64", ("n",)))
+    def total(x):
+        return pt.exp(x).sum() * 2
+
+    wrong, errors = [], []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            values = rng.normal(size=int(rng.integers(1, 50)))
+            try:
+                got = total(values)
+            except Exception as err:  # noqa: BLE001  (collected, reported below)
+                errors.append(err)
+                continue
+            if not np.isclose(got, np.exp(values).sum() * 2, rtol=1e-13, atol=0):
+                wrong.append((values, got))
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and not wrong
