@@ -220,6 +220,63 @@ def test_onnxruntime_web_under_node_agrees_with_onnxruntime(exported, web_result
     assert_same(got, want, "onnxruntime-web")
 
 
+def checked_float32():
+    """A float32 graph with a runtime check: x + y of two vectors of unknown length
+    (PyTensor refuses runtime broadcasting; the check is a Gather that fails)."""
+    x, y = pt.vector("x", dtype="float32"), pt.vector("y", dtype="float32")
+    feeds = {"x": np.linspace(0, 1, 4, dtype="float32"), "y": np.ones(4, "float32")}
+    return ([x, y], [pt.exp(x) + y]), feeds
+
+
+# The float32 models, for the runtimes without float64 (OpenVINO's CPU plugin) or tested on
+# float32 only (tract).
+FLOAT32 = {
+    "mlp float32": mlp,
+    "digits CNN float32": cnn_float32,
+    "a runtime check": checked_float32,
+}
+# OpenVINO 2026.4.1's ONNX front end fails to convert the runtime check's Gather (from a
+# (1, 0) constant): "While validating ONNX node ... vector::_M_default_append".
+OPENVINO_FAILS = {
+    "a runtime check": "OpenVINO cannot convert the check's Gather of a (1, 0) constant"
+}
+
+
+def _optional(runtime: str):
+    """Skip (or, in CI, fail) where `runtime` is not installed."""
+    module = {"openvino": "openvino", "tract": "tract"}[runtime]
+    try:
+        __import__(module)
+    except ImportError:
+        message = f"{runtime} is not installed (pip install pt_onnxscript[runtimes])"
+        if os.environ.get("PT_ONNXSCRIPT_REQUIRE_RUNTIMES"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.mark.parametrize(
+    "runtime, name",
+    [
+        pytest.param(
+            runtime,
+            name,
+            marks=[pytest.mark.xfail(raises=runtimes.RuntimeFailed, strict=True, reason=why)]
+            if runtime == "openvino" and (why := OPENVINO_FAILS.get(name))
+            else [],
+        )
+        for runtime in ("openvino", "tract")
+        for name in FLOAT32
+    ],
+)
+def test_float32_models_in_openvino_and_tract(runtime, name):
+    _optional(runtime)
+    source, feeds = FLOAT32[name]()
+    proto = export_onnx(source)
+    assert_same(
+        runtimes.run(runtime, proto, feeds), runtimes.run_onnxruntime(proto, feeds), runtime
+    )
+
+
 def test_a_0d_feed_stays_0d_for_onnxruntime_web():
     """A 0-d feed is sent with no dims (onnxruntime-web takes a (1,) tensor for a scalar input
     without complaint and then fails inside a Loop)."""
