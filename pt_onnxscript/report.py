@@ -32,8 +32,9 @@ KNOWN_FAILURES = {
         "openvino 2026.4.1",
         ("Gather",),
         (
-            "the exporter's runtime checks (a Gather from a (1, 0) constant that fails when a "
-            "check does: OpenVINO cannot convert it), and float64 (its CPU plugin has none)"
+            "a runtime check (a Gather from a (1, 0) constant, failing when the check does: "
+            "OpenVINO cannot convert it, and its Gather would not fail; fix the dims at export "
+            "to leave nothing to check), and float64 (its CPU plugin has none)"
         ),
     ),
     "onnx.reference": (
@@ -104,11 +105,15 @@ def _value_dtypes(model: onnx.ModelProto) -> dict[str, str]:
     return dtypes
 
 
-def _has_check(nodes) -> bool:
-    """Whether `nodes` hold a runtime check's failure guard (ops.common.failure_guard: a
-    Gather named "...check...: <message>")."""
-    return any(
-        node.op_type == "Gather" and "check" in node.name and ": " in node.name for node in nodes
+def _checks(nodes) -> list[str]:
+    """The messages of the runtime checks among `nodes` (ops.common.failure_guard: a Gather
+    named "<scope>/check: <message>")."""
+    return sorted(
+        {
+            node.name.split("check: ", 1)[1].removesuffix("_1")
+            for node in nodes
+            if node.op_type == "Gather" and "check: " in node.name
+        }
     )
 
 
@@ -145,6 +150,7 @@ def describe(
         "loops": counts.get("Loop", 0) + counts.get("Scan", 0),
         "ifs": counts.get("If", 0),
         "initializers": {"count": len(initializers), "bytes": initializer_bytes},
+        "checks": _checks(nodes),
         "without_kernel": [
             {
                 "op_type": op,
@@ -158,7 +164,7 @@ def describe(
             runtime: {"version": version, "construct": construct}
             for runtime, (version, op_types, construct) in KNOWN_FAILURES.items()
             if any(counts.get(op_type) for op_type in op_types)
-            and (runtime != "openvino" or _has_check(nodes) or "float64" in dtypes.values())
+            and (runtime != "openvino" or _checks(nodes) or "float64" in dtypes.values())
         },
         "metadata": {p.key: p.value for p in proto.metadata_props},
     }
@@ -316,6 +322,9 @@ def to_markdown(report: Mapping) -> str:
         "",
         "Nodes by op type: " + ", ".join(f"{op} {n}" for op, n in report["op_types"].items()),
     ]
+    if report["checks"]:
+        lines += ["", "Runtime checks (the model fails when one does):"]
+        lines += [f"- {message}" for message in report["checks"]]
     lines += ["", "## Runtimes", ""]
     if report["without_kernel"]:
         for entry in report["without_kernel"]:

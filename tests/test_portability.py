@@ -271,7 +271,7 @@ def _optional(runtime: str):
 def test_float32_models_in_openvino_and_tract(runtime, name):
     _optional(runtime)
     source, feeds = FLOAT32[name]()
-    proto = export_onnx(source)
+    proto = source if isinstance(source, onnx.ModelProto) else export_onnx(source)
     assert_same(
         runtimes.run(runtime, proto, feeds), runtimes.run_onnxruntime(proto, feeds), runtime
     )

@@ -108,3 +108,14 @@ def test_verify_needs_a_report_and_refuses_random_graphs(tmp_path):
     fn = pytensor.function([x], draws, updates={rng: draws.owner.outputs[0]})
     with pytest.raises(ValueError, match="random numbers"):
         export_onnx(fn, report=tmp_path / "r.md", verify=True)
+
+
+def test_the_report_lists_runtime_checks():
+    """What a model checks at run time (OpenVINO cannot run checks: the report says why and
+    that fixing the dims removes them)."""
+    x, y = pt.vector("x", dtype="float32"), pt.vector("y", dtype="float32")
+    checked = report.describe(export_onnx(([x, y], [pt.exp(x) + y])))
+    assert [m.split(":")[0] for m in checked["checks"]] == ["Runtime broadcasting not allowed"]
+    assert "fix the dims" in checked["known_failures"]["openvino"]["construct"]
+    fixed = report.describe(export_onnx(([x, y], [pt.exp(x) + y]), dims={"x": (4,), "y": (4,)}))
+    assert fixed["checks"] == [] and "openvino" not in fixed["known_failures"]
