@@ -117,6 +117,33 @@ def _checks(nodes) -> list[str]:
     )
 
 
+# The runtimes of the portability matrix (tests/test_portability.py) and the dtypes it runs
+# them on: where a model meets no known failure of one, it is expected to run there.
+MATRIX_DTYPES = {
+    "onnxruntime": None,
+    "onnxruntime-web": None,
+    "onnx.reference": None,
+    "openvino": {"float32", "float16", "bool", "int8", "int32", "int64", "uint8"},
+    "tract": {"float32", "bool", "int8", "int32", "int64", "uint8"},
+}
+
+
+def _known_to_run(report: dict, dtypes: dict) -> list[str]:
+    """The runtimes of the matrix whose tested dtypes hold the model's and whose known
+    failures do not apply, and where every node has a kernel (ONNX Runtime's builds)."""
+    used = set(dtypes.values())
+    runs = []
+    for runtime, tested in MATRIX_DTYPES.items():
+        if runtime in report["known_failures"]:
+            continue
+        if tested is not None and not used <= tested:
+            continue
+        if runtime.startswith("onnxruntime") and report["without_kernel"]:
+            continue
+        runs.append(runtime)
+    return runs
+
+
 def describe(
     model, *, runs: Mapping[str, dict] | None = None, verification: list[dict] | None = None
 ) -> dict:
@@ -168,6 +195,7 @@ def describe(
         },
         "metadata": {p.key: p.value for p in proto.metadata_props},
     }
+    report["known_to_run"] = _known_to_run(report, dtypes)
     if runs is not None:
         report["runs"] = dict(runs)
     if verification is not None:
@@ -326,6 +354,11 @@ def to_markdown(report: Mapping) -> str:
         lines += ["", "Runtime checks (the model fails when one does):"]
         lines += [f"- {message}" for message in report["checks"]]
     lines += ["", "## Runtimes", ""]
+    lines.append(
+        "- expected to run in: "
+        + (", ".join(report["known_to_run"]) or "none of the matrix")
+        + " (tests/test_portability.py; the rest below)"
+    )
     if report["without_kernel"]:
         for entry in report["without_kernel"]:
             lines.append(

@@ -117,5 +117,19 @@ def test_the_report_lists_runtime_checks():
     checked = report.describe(export_onnx(([x, y], [pt.exp(x) + y])))
     assert [m.split(":")[0] for m in checked["checks"]] == ["Runtime broadcasting not allowed"]
     assert "fix the dims" in checked["known_failures"]["openvino"]["construct"]
+    assert "openvino" not in checked["known_to_run"] and "tract" in checked["known_to_run"]
     fixed = report.describe(export_onnx(([x, y], [pt.exp(x) + y]), dims={"x": (4,), "y": (4,)}))
     assert fixed["checks"] == [] and "openvino" not in fixed["known_failures"]
+    assert fixed["known_to_run"] == [
+        "onnxruntime",
+        "onnxruntime-web",
+        "onnx.reference",
+        "openvino",
+        "tract",
+    ]
+    # float64 and a Loop: ONNX Runtime's builds; not OpenVINO, tract (float32 only) or the
+    # reference evaluator (its Loop).
+    assert report.describe(export_onnx(scan_graph()))["known_to_run"] == [
+        "onnxruntime",
+        "onnxruntime-web",
+    ]
