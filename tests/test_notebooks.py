@@ -1,5 +1,7 @@
 """Every notebook in notebooks/ is committed with its outputs (so it reads on GitHub without
-running it) and still runs from top to bottom, in the Python running the tests."""
+running it), still runs from top to bottom in the Python running the tests, and still prints
+what it was committed with: its text outputs, but for decimal numbers (timings, errors of
+1e-16, sampled values), equal the committed ones (node counts, shapes, names, messages)."""
 
 import json
 import re
@@ -7,6 +9,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytensor
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
@@ -15,6 +18,25 @@ from nbclient import NotebookClient
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
 # An absolute path (a directory and what follows it), not a URL's or a fraction's slashes.
 ABSOLUTE_PATH = re.compile(r"(?<![\w.:</])/(?:[\w.-]+/)+[\w.-]*")
+# What may change from run to run in a notebook's text: decimal numbers (timings, errors,
+# draws) and the addresses in reprs.
+VOLATILE = re.compile(r"-?\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+|\d+x\b|0x[0-9a-f]+|nan|inf")
+
+
+def printed(cell) -> list[str]:
+    """The text a code cell printed (its stdout, however it was split into outputs, then
+    its plain-text results), volatile numbers (timings, ratios of timings) masked and
+    whitespace collapsed."""
+    stdout = "".join(
+        out.text for out in cell.outputs if out.output_type == "stream" and out.name == "stdout"
+    )
+    results = [
+        str(out.get("data", {}).get("text/plain", ""))
+        for out in cell.outputs
+        if out.output_type in ("execute_result", "display_data")
+        and "image/png" not in out.get("data", {})
+    ]
+    return [" ".join(VOLATILE.sub("#", text).split()) for text in [stdout, *results]]
 
 
 @pytest.fixture
@@ -58,3 +80,18 @@ def test_notebook_runs(path, tmp_path, kernel_manager):
         resources={"metadata": {"path": str(work)}},
     )
     client.execute()
+    # What it prints depends on the PyTensor line (its graphs' Op names): compared under the
+    # line the notebook was committed with (its metadata's pt_onnxscript.pytensor).
+    line = notebook.metadata.get("pt_onnxscript", {}).get("pytensor")
+    assert line, "record the PyTensor line the outputs come from: metadata pt_onnxscript.pytensor"
+    if not pytensor.__version__.startswith(line + "."):
+        return
+    fresh = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    committed = [
+        cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"
+    ]
+    for before, after in zip(committed, fresh, strict=True):
+        assert printed(after) == printed(before), (
+            f"{path.name}: the cell {before.source[:80]!r} prints something else now: "
+            "run the notebook again and commit it (Restart & Run All)"
+        )

@@ -132,7 +132,7 @@ def test_an_index_out_of_bounds_is_an_index_error_as_in_pytensor(index, bad):
     assert isinstance(raised.value, IndexError) and isinstance(raised.value, ExecutionError)
     # The way out is the user's indices, not a bug report; no C++ from ONNX Runtime.
     message = str(raised.value)
-    assert message.endswith("check the indices given.") and "report" not in message
+    assert "check the indices given." in message and "please report" not in message
     assert "onnxruntime::" not in message
     fn(values[0], values[1], np.array([0, 3]))  # in bounds: runs
 

@@ -1,5 +1,5 @@
 """Every example of the troubleshooting page (docs/troubleshooting.md) raises the error it
-names, with the message the page quotes."""
+names, with the message the page quotes in it."""
 
 import re
 import runpy
@@ -27,4 +27,4 @@ def test_each_example_raises_what_the_page_says(example, tmp_path, monkeypatch):
     with pytest.raises(Exception) as raised:
         runpy.run_path(str(script))
     assert type(raised.value).__name__ == example["error"]
-    assert str(raised.value).startswith(example["message"]), str(raised.value)[:300]
+    assert example["message"] in str(raised.value), str(raised.value)[:300]
