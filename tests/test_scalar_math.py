@@ -316,3 +316,18 @@ def test_float64_sin_cos_tan_to_a_few_ulp_near_their_zeros():
             assert np.max(ulps) <= limit
     sin, _, tan = fn(np.array([-0.0, np.inf, np.nan]))
     assert np.signbit(sin[0]) and np.signbit(tan[0]) and np.isnan(sin[1:]).all()
+
+
+def test_logistic_parts_are_shared_only_within_one_graph():
+    """softplus of a value inside a Scan's step and sigmoid of the same value outside it:
+    each graph computes its own parts (the step's are not readable outside it)."""
+    x = pt.dvector("x")
+    steps = pytensor.scan(
+        lambda acc, v: acc + pt.softplus(v).sum(),
+        outputs_info=[pt.zeros(())],
+        non_sequences=[x],
+        n_steps=3,
+        return_updates=False,
+    )
+    outputs = [steps[-1], pt.sigmoid(x)]
+    compare_onnx_and_py([x], outputs, [np.linspace(-40, 40, 9)])

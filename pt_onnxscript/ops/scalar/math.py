@@ -111,6 +111,12 @@ def logistic(g, op, x, dtype: str, w=None):
     return result
 
 
+def _graph_of(value):
+    """The graph `value` belongs to: its producer's, or the one it is an input of."""
+    node = value.producer()
+    return node.graph if node is not None else value.graph
+
+
 def shared_logistic(nodes) -> set[int]:
     """The ids of the Sigmoid nodes among a Composite's inner `nodes` whose input, or its
     negation, is also the input of another Sigmoid or a Softplus there: computed by
@@ -656,6 +662,8 @@ def logistic_op(g, node, x):
     root = g.builder.root
     negated = negation_of(x)
     built = root.logistic_bases.get(unguarded(x if negated is None else negated))
+    if built is not None and _graph_of(built) is not _graph_of(x):
+        built = None  # built in another graph (a Loop body, a branch): not readable here
     if isinstance(node.op, psm.Softplus) or id(node) in root.shared_logistic:
         result = logistic(g, node.op, x, dtype)
     elif built is not None:
