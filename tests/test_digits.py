@@ -331,3 +331,55 @@ def test_a_connection_closed_by_the_browser_is_not_a_traceback(capsys):
     finally:
         httpd.server_close()
     assert capsys.readouterr().err == ""
+
+
+def _pad_blocks(page):
+    """The pad averaged over its 32 x 32 blocks (what the model sees), grey levels 0-1."""
+    return page.evaluate(
+        """(() => {
+            const pad = document.getElementById('pad');
+            const data = pad.getContext('2d').getImageData(0, 0, 256, 256).data;
+            const sums = new Array(64).fill(0);
+            for (let y = 0; y < 256; y++) for (let x = 0; x < 256; x++)
+                sums[8 * Math.floor(y / 32) + Math.floor(x / 32)] += data[4 * (y * 256 + x)];
+            return sums.map((s) => s / (255 * 32 * 32));
+        })()"""
+    )
+
+
+def test_a_picked_sample_is_drawn_on_the_pad_and_clear_resets_the_menu(trained, page):
+    split = trained[0]
+    page.select_option("#sample", "4")
+    page.wait_for_function(
+        f"document.getElementById('label').textContent === '(label {split.y_test[4]})'"
+    )
+    np.testing.assert_allclose(_pad_blocks(page), split.x_test[4].ravel(), atol=1 / 255)
+    page.click("#clear")
+    assert page.evaluate("document.getElementById('sample').value") == ""
+    # The same sample again is a change: it is drawn and classified again.
+    page.select_option("#sample", "4")
+    page.wait_for_function("document.getElementById('label').textContent !== ''")
+    assert max(_pad_blocks(page)) > 0
+
+
+def test_the_page_fits_a_phone(page):
+    """On a 390 x 844 screen nothing scrolls sideways, the pad shrinks to fit, and a stroke
+    drawn on the shrunk pad lands where it is drawn."""
+    size = page.viewport_size
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        box = page.locator("#pad").bounding_box()
+        assert box["width"] <= 390 - 2 * 16 and abs(box["width"] - box["height"]) < 1
+        page.click("#clear")
+        x = box["x"] + box["width"] * 3 / 4  # a vertical stroke in the right half
+        page.mouse.move(x, box["y"] + box["height"] * 0.2)
+        page.mouse.down()
+        for step in range(1, 11):
+            page.mouse.move(x, box["y"] + box["height"] * (0.2 + 0.06 * step))
+        page.mouse.up()
+        page.wait_for_function("document.getElementById('prediction').textContent.match(/^[0-9]$/)")
+        blocks = np.array(_pad_blocks(page)).reshape(8, 8)
+        assert blocks[:, 5:7].sum() > 0 and blocks[:, :4].sum() == 0
+    finally:
+        page.set_viewport_size(size)

@@ -65,9 +65,20 @@ async function classifyDrawing() {
   }
 }
 
+// An 8 x 8 image drawn on the pad, each pixel a 32 x 32 block.
+function drawOnPad(pixels) {
+  const block = pad.width / 8;
+  pixels.forEach((v, i) => {
+    const grey = Math.round(255 * v);
+    context.fillStyle = `rgb(${grey}, ${grey}, ${grey})`;
+    context.fillRect(block * (i % 8), block * Math.floor(i / 8), block, block);
+  });
+}
+
 async function classifySample(index) {
   try {
     const pixels = samples.images[index].flat();
+    drawOnPad(pixels);
     preview(pixels);
     show(await classify(pixels, 1), samples.labels[index]);
   } catch (error) {
@@ -75,18 +86,24 @@ async function classifySample(index) {
   }
 }
 
-// A black pad, a black preview, empty bars.
+// A black pad, a black preview, empty bars, no sample chosen (so any can be picked again).
 function clear() {
   context.fillStyle = '#000';
   context.fillRect(0, 0, pad.width, pad.height);
   preview(new Array(64).fill(0));
   show(null);
+  $('sample').value = '';
 }
 
 let drawing = false;
-function stroke(event) {
+// Where a pointer is on the pad, in the pad's own 256 x 256 pixels (it may be shown smaller).
+function onPad(event) {
   const box = pad.getBoundingClientRect();
-  context.lineTo(event.clientX - box.left, event.clientY - box.top);
+  const scale = pad.width / box.width;
+  return [(event.clientX - box.left) * scale, (event.clientY - box.top) * scale];
+}
+function stroke(event) {
+  context.lineTo(...onPad(event));
   context.stroke();
 }
 // Pointer events: mouse, pen and touch alike (the pad's touch-action is none, so a finger
@@ -94,15 +111,23 @@ function stroke(event) {
 pad.addEventListener('pointerdown', (event) => {
   drawing = true;
   if (event.isTrusted) pad.setPointerCapture(event.pointerId);
-  const box = pad.getBoundingClientRect();
+  if ($('sample').value !== '') {  // drawing over a picked sample starts a new drawing
+    clear();
+  }
   context.beginPath();
-  context.moveTo(event.clientX - box.left, event.clientY - box.top);
+  context.moveTo(...onPad(event));
 });
 pad.addEventListener('pointermove', (event) => { if (drawing) stroke(event); });
 pad.addEventListener('pointerup', () => { drawing = false; classifyDrawing(); });
 pad.addEventListener('pointercancel', () => { drawing = false; });
 $('clear').addEventListener('click', clear);
-$('sample').addEventListener('change', (event) => classifySample(Number(event.target.value)));
+$('sample').addEventListener('change', (event) => {
+  if (event.target.value === '') {
+    clear();
+  } else {
+    classifySample(Number(event.target.value));
+  }
+});
 
 async function start() {
   clear();
@@ -114,7 +139,9 @@ async function start() {
     const response = await fetch('./samples.json');
     if (!response.ok) throw new Error(`samples.json: HTTP ${response.status}`);
     samples = await response.json();
-    $('sample').innerHTML = samples.labels.map((label, i) => `<option value="${i}">#${i} (${label})</option>`).join('');
+    $('sample').innerHTML = '<option value="">\u2013</option>' +
+      samples.labels.map((label, i) => `<option value="${i}">#${i} (${label})</option>`).join('');
+    $('sample').value = '0';
     // The model's download and session creation, timed together: what a visitor waits for.
     const loading = performance.now();
     const model = await fetch('./model/digits.onnx');
