@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 
 from pt_onnxscript.runtime_gaps import has_kernel
+from pt_onnxscript.runtimes import as_model_proto
 
 # Constructs that a runtime of the portability matrix fails on, found by
 # tests/test_portability.py: runtime -> (its version, the op types that carry the construct,
@@ -47,27 +48,13 @@ KNOWN_FAILURES = {
     ),
 }
 
-_DTYPES = {
-    getattr(onnx.TensorProto, name): np.dtype(dtype).name
-    for name, dtype in [
-        ("FLOAT", "float32"),
-        ("DOUBLE", "float64"),
-        ("FLOAT16", "float16"),
-        ("INT8", "int8"),
-        ("INT16", "int16"),
-        ("INT32", "int32"),
-        ("INT64", "int64"),
-        ("UINT8", "uint8"),
-        ("UINT16", "uint16"),
-        ("UINT32", "uint32"),
-        ("UINT64", "uint64"),
-        ("BOOL", "bool"),
-    ]
-}
-
 
 def _dtype(elem_type: int) -> str:
-    return _DTYPES.get(elem_type) or onnx.TensorProto.DataType.Name(elem_type).lower()
+    """The NumPy name of ONNX element type `elem_type` (its ONNX name where NumPy has none)."""
+    try:
+        return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name
+    except (KeyError, ValueError):
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
 
 
 def _spec(value: onnx.ValueInfoProto) -> dict:
@@ -148,7 +135,7 @@ def describe(
     model, *, runs: Mapping[str, dict] | None = None, verification: list[dict] | None = None
 ) -> dict:
     """The report of `model` (a ModelProto or a path) as a dict of plain values."""
-    proto = onnx.load(os.fspath(model)) if isinstance(model, str | os.PathLike) else model
+    proto = as_model_proto(model)
     graphs = list(_graphs(proto.graph))
     nodes = [node for graph in graphs for node in graph.node]
     dtypes = _value_dtypes(proto)
@@ -166,6 +153,7 @@ def describe(
         for t in initializers
     )
     counts = Counter(node.op_type for node in nodes)
+    checks = _checks(nodes)
     report = {
         "ir_version": proto.ir_version,
         "opset": {imp.domain or "ai.onnx": imp.version for imp in proto.opset_import},
@@ -177,7 +165,7 @@ def describe(
         "loops": counts.get("Loop", 0) + counts.get("Scan", 0),
         "ifs": counts.get("If", 0),
         "initializers": {"count": len(initializers), "bytes": initializer_bytes},
-        "checks": _checks(nodes),
+        "checks": checks,
         "without_kernel": [
             {
                 "op_type": op,
@@ -191,7 +179,7 @@ def describe(
             runtime: {"version": version, "construct": construct}
             for runtime, (version, op_types, construct) in KNOWN_FAILURES.items()
             if any(counts.get(op_type) for op_type in op_types)
-            and (runtime != "openvino" or _checks(nodes) or "float64" in dtypes.values())
+            and (runtime != "openvino" or checks or "float64" in dtypes.values())
         },
         "metadata": {p.key: p.value for p in proto.metadata_props},
     }
@@ -207,7 +195,7 @@ def sample_feeds(model, seed: int = 0, size: int = 3) -> dict[str, np.ndarray]:
     """Inputs for `model` from its input specs: floats standard normal, integers in [0, 3),
     booleans at random, a ``uint64[2]`` random state (pt_onnxscript.rng) as [seed, 0];
     each symbolic dim `size`."""
-    proto = onnx.load(os.fspath(model)) if isinstance(model, str | os.PathLike) else model
+    proto = as_model_proto(model)
     rng = np.random.default_rng(seed)
     feeds = {}
     for value in proto.graph.input:
@@ -237,16 +225,11 @@ def _difference(got: np.ndarray, want: np.ndarray) -> dict:
     if got.shape != want.shape or got.dtype != want.dtype:
         entry["mismatch"] = f"{want.dtype}{list(want.shape)} expected"
         return entry
-    if got.dtype.kind not in "biuf":
-        return entry
-    a, e = got.astype(np.float64), want.astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        same = (a == e) | (np.isnan(a) & np.isnan(e))
-        diff = np.where(same, 0.0, np.abs(a - e))
-        diff = np.where(np.isnan(diff), np.inf, diff)
-        relative = np.where(diff == 0, 0.0, diff / np.abs(e))
-    entry["max_abs_error"] = float(np.max(diff, initial=0.0))
-    entry["max_rel_error"] = float(np.max(relative, initial=0.0))
+    from pt_onnxscript.debug import _max_differences  # (imports PyTensor: not at start-up)
+
+    largest, relative = _max_differences([got], [want])  # None, None: not numbers
+    if largest is not None:
+        entry["max_abs_error"], entry["max_rel_error"] = float(largest), float(relative)
     return entry
 
 

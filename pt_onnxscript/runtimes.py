@@ -45,7 +45,8 @@ class RuntimeFailed(RuntimeError):
     """The runtime refused the model or failed to run it; the message is the runtime's."""
 
 
-def _proto(model) -> onnx.ModelProto:
+def as_model_proto(model) -> onnx.ModelProto:
+    """`model`, an onnx.ModelProto or the path of a .onnx file, as a ModelProto."""
     if isinstance(model, onnx.ModelProto):
         return model
     if isinstance(model, str | os.PathLike):
@@ -76,7 +77,7 @@ def run_onnxruntime(model, feeds) -> dict[str, np.ndarray]:
 
     from pt_onnxscript.linker import session_options
 
-    proto = _proto(model)
+    proto = as_model_proto(model)
     options = session_options(1)
     options.log_severity_level = 4
     try:
@@ -91,7 +92,7 @@ def run_reference(model, feeds) -> dict[str, np.ndarray]:
     """`model` run by ONNX's reference evaluator."""
     from onnx.reference import ReferenceEvaluator
 
-    proto = _proto(model)
+    proto = as_model_proto(model)
     try:
         results = ReferenceEvaluator(proto).run(None, dict(feeds))
     except Exception as err:  # the evaluator raises whatever its NumPy code raises
@@ -106,7 +107,7 @@ def run_openvino(model, feeds) -> dict[str, np.ndarray]:
         import openvino
     except ImportError as err:
         raise RuntimeUnavailable("openvino is not installed: pip install openvino") from err
-    proto = _proto(model)
+    proto = as_model_proto(model)
     try:
         core = openvino.Core()
         compiled = core.compile_model(
@@ -127,7 +128,7 @@ def run_tract(model, feeds) -> dict[str, np.ndarray]:
         import tract
     except ImportError as err:
         raise RuntimeUnavailable("tract is not installed: pip install tract") from err
-    proto = _proto(model)
+    proto = as_model_proto(model)
     names = [value.name for value in proto.graph.input]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.onnx")
@@ -189,7 +190,7 @@ def run_onnxruntime_web(
         args = []
         for i, (model, feeds) in enumerate(jobs):
             model_path, feeds_path = (os.path.join(tmp, f"{i}.{ext}") for ext in ("onnx", "json"))
-            onnx.save_model(_proto(model), model_path)
+            onnx.save_model(as_model_proto(model), model_path)
             with open(feeds_path, "w") as f:
                 json.dump({name: _encoded(np.asarray(v)) for name, v in feeds.items()}, f)
             args += [model_path, feeds_path]

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import onnx
 
+from pt_onnxscript.runtimes import as_model_proto
+
 # ONNX element type -> Triton's DataType (model_config.proto).
 TRITON_DTYPES = {
     onnx.TensorProto.BOOL: "TYPE_BOOL",
@@ -54,6 +56,15 @@ TRITON_DTYPES = {
 }
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def _check_name(name) -> None:
+    """Refuse a model name that cannot name a directory and the model in requests."""
+    if not (isinstance(name, str) and _NAME.match(name)):
+        raise ValueError(
+            f"The model name must be letters, digits, '_', '.' or '-' (it names a "
+            f"directory and the model in requests), not {name!r}"
+        )
 
 
 def _dims(value: onnx.ValueInfoProto) -> list[int | str]:
@@ -148,11 +159,7 @@ def export_model_repository(
     model repository at `directory` as model `name`, version `version`; returns the model's
     directory (``<directory>/<name>``). An existing version is replaced, other versions are
     left as they are."""
-    if not (isinstance(name, str) and _NAME.match(name)):
-        raise ValueError(
-            f"The model name must be letters, digits, '_', '.' or '-' (it names a "
-            f"directory and the model in requests), not {name!r}"
-        )
+    _check_name(name)
     if isinstance(version, bool) or not (isinstance(version, int) and version >= 1):
         raise ValueError(
             f"version must be an int >= 1 (Triton's version directories), not {version!r}"
@@ -181,7 +188,7 @@ def _write_model(source, target: Path, export_options) -> onnx.ModelProto:
             raise TypeError(
                 f"export options {sorted(export_options)} need a PyTensor source, not a model"
             )
-        model = source if isinstance(source, onnx.ModelProto) else onnx.load(os.fspath(source))
+        model = as_model_proto(source)
         onnx.save_model(model, target)
         return model
     from pt_onnxscript.export import export_onnx
@@ -204,8 +211,7 @@ def export_mlserver_model(
     up to that many concurrent requests along their first dim, waiting at most
     `max_batch_time` seconds for them (every input and output must then have a leading
     batch dim); `threads` are ONNX Runtime's per session (None: its default pool)."""
-    if not (isinstance(name, str) and _NAME.match(name)):
-        raise ValueError(f"The model name must be letters, digits, '_', '.' or '-', not {name!r}")
+    _check_name(name)
     if isinstance(max_batch_size, bool) or not (
         isinstance(max_batch_size, int) and max_batch_size >= 0
     ):
